@@ -1,0 +1,307 @@
+//! `/api/v1/jobs`: job definitions (CRUD, enable/disable, next fire times).
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::{ApiError, Problem};
+use super::extract::{Path, Query, ValidJson};
+use super::{AppState, PageParams};
+use crate::jobs::{JobDefinition, JobRequest, JobSpec, MisfirePolicy, ShardStrategy};
+use crate::store::{JobFilter, Page};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_job, list_jobs))
+        .routes(routes!(get_job, update_job, delete_job))
+        .routes(routes!(set_enabled))
+        .routes(routes!(next_fire_times))
+}
+
+/// A job as the API returns it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    pub id: i64,
+    pub name: String,
+    pub service_name: String,
+    pub handler: String,
+    pub cron: String,
+    pub timezone: String,
+    pub enabled: bool,
+    pub shard_count: u32,
+    pub shard_strategy: ShardStrategy,
+    #[schema(value_type = Option<Object>)]
+    pub shard_params: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub job_params: Option<Value>,
+    pub timeout_seconds: u32,
+    pub max_retry: u32,
+    pub misfire_policy: MisfirePolicy,
+    pub description: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub created_by: Option<String>,
+    pub updated_by: Option<String>,
+}
+
+impl From<JobDefinition> for JobView {
+    fn from(j: JobDefinition) -> Self {
+        let s = j.spec;
+        Self {
+            id: j.id,
+            name: s.name.to_string(),
+            service_name: s.service_name.to_string(),
+            handler: s.handler.to_string(),
+            cron: s.cron.as_str().to_string(),
+            timezone: s.timezone.name().to_string(),
+            enabled: s.enabled,
+            shard_count: s.shard_count,
+            shard_strategy: s.shard_strategy,
+            shard_params: s.shard_params.to_json(),
+            job_params: s.job_params,
+            timeout_seconds: s.timeout_seconds,
+            max_retry: s.max_retry,
+            misfire_policy: s.misfire_policy,
+            description: s.description,
+            created_at: j.created_at,
+            updated_at: j.updated_at,
+            created_by: j.created_by,
+            updated_by: j.updated_by,
+        }
+    }
+}
+
+/// Create a job.
+#[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs", request_body = JobRequest,
+    responses(
+        (status = 201, description = "Created", body = JobView),
+        (status = 400, description = "Invalid input; `errors` names the fields", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A job with this name exists", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 1 MiB", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn create_job(
+    State(state): State<AppState>,
+    ValidJson(req): ValidJson<JobRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    let spec =
+        JobSpec::parse(req, None, state.default_tz, Utc::now()).map_err(ApiError::Validation)?;
+    let job = state.store.create_job(&spec, None, Utc::now()).await?;
+    state.jobs_changed();
+    let mut headers = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_str(&format!("/api/v1/jobs/{}", job.name())) {
+        headers.insert(header::LOCATION, v);
+    }
+    Ok((StatusCode::CREATED, headers, axum::Json(JobView::from(job))))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct JobListParams {
+    /// Only jobs of this executor service.
+    service_name: Option<String>,
+    enabled: Option<bool>,
+    /// Only jobs whose name starts with this.
+    name_prefix: Option<String>,
+    /// Zero-based page number.
+    page: Option<u32>,
+    /// Page size, 1..=200 (default 20).
+    size: Option<u32>,
+}
+
+/// List jobs, filtered and paged.
+#[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs", params(JobListParams),
+    responses(
+        (status = 200, description = "A page of jobs", body = Page<JobView>),
+        (status = 400, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_jobs(
+    State(state): State<AppState>,
+    Query(p): Query<JobListParams>,
+) -> Result<axum::Json<Page<JobView>>, ApiError> {
+    let page = PageParams {
+        page: p.page,
+        size: p.size,
+    }
+    .parse()?;
+    for (field, v) in [
+        ("serviceName", &p.service_name),
+        ("namePrefix", &p.name_prefix),
+    ] {
+        if v.as_ref().is_some_and(|v| v.len() > 100) {
+            return Err(ApiError::field(field, "must be at most 100 characters"));
+        }
+    }
+    let filter = JobFilter {
+        service_name: p.service_name,
+        enabled: p.enabled,
+        name_prefix: p.name_prefix,
+    };
+    let jobs = state.store.list_jobs(&filter, page).await?;
+    Ok(axum::Json(jobs.map(JobView::from)))
+}
+
+/// Get one job.
+#[utoipa::path(get, path = "/api/v1/jobs/{name}", tag = "jobs", params(("name" = String, Path, description = "Job name")),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_job(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<axum::Json<JobView>, ApiError> {
+    let job = state
+        .store
+        .get_job(&name)
+        .await?
+        .ok_or_else(|| ApiError::job_not_found(&name))?;
+    Ok(axum::Json(job.into()))
+}
+
+/// Replace a job's definition (all fields; absent optional fields take their defaults).
+#[utoipa::path(put, path = "/api/v1/jobs/{name}", tag = "jobs", request_body = JobRequest,
+    params(("name" = String, Path, description = "Job name")),
+    responses(
+        (status = 200, description = "Updated", body = JobView),
+        (status = 400, description = "Invalid input", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn update_job(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ValidJson(req): ValidJson<JobRequest>,
+) -> Result<axum::Json<JobView>, ApiError> {
+    if state.store.get_job(&name).await?.is_none() {
+        return Err(ApiError::job_not_found(&name));
+    }
+    let spec = JobSpec::parse(req, Some(&name), state.default_tz, Utc::now())
+        .map_err(ApiError::Validation)?;
+    let job = state
+        .store
+        .update_job(&spec, None, Utc::now())
+        .await?
+        .ok_or_else(|| ApiError::job_not_found(&name))?;
+    state.jobs_changed();
+    Ok(axum::Json(job.into()))
+}
+
+/// Delete a job. Its execution history is kept.
+#[utoipa::path(delete, path = "/api/v1/jobs/{name}", tag = "jobs", params(("name" = String, Path, description = "Job name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn delete_job(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if !state.store.delete_job(&name).await? {
+        return Err(ApiError::job_not_found(&name));
+    }
+    state.jobs_changed();
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EnabledParams {
+    /// `true` to schedule the job, `false` to stop scheduling it.
+    enabled: bool,
+}
+
+/// Enable or disable a job.
+#[utoipa::path(patch, path = "/api/v1/jobs/{name}/enabled", tag = "jobs",
+    params(("name" = String, Path, description = "Job name"), EnabledParams),
+    responses(
+        (status = 200, description = "The job after the change", body = JobView),
+        (status = 400, description = "Missing or invalid `enabled`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn set_enabled(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(p): Query<EnabledParams>,
+) -> Result<axum::Json<JobView>, ApiError> {
+    let job = state
+        .store
+        .set_job_enabled(&name, p.enabled, None, Utc::now())
+        .await?
+        .ok_or_else(|| ApiError::job_not_found(&name))?;
+    state.jobs_changed();
+    Ok(axum::Json(job.into()))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CountParams {
+    /// How many fire times, 1..=100 (default 10).
+    count: Option<u32>,
+}
+
+/// The next fire times of a job.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NextFireTimes {
+    pub cron: String,
+    pub timezone: String,
+    /// UTC instants.
+    pub fire_times: Vec<DateTime<Utc>>,
+    /// The same instants as wall-clock time in `timezone` (RFC 3339 with offset).
+    pub local_fire_times: Vec<String>,
+}
+
+impl NextFireTimes {
+    pub fn compute(
+        cron: &crate::jobs::CronSchedule,
+        tz: crate::jobs::TimeZoneName,
+        count: Option<u32>,
+    ) -> Result<Self, ApiError> {
+        let count = count.unwrap_or(10);
+        if !(1..=100).contains(&count) {
+            return Err(ApiError::field("count", "must be between 1 and 100"));
+        }
+        let times = cron.upcoming(Utc::now(), tz.tz(), count as usize);
+        Ok(Self {
+            cron: cron.as_str().to_string(),
+            timezone: tz.name().to_string(),
+            local_fire_times: times
+                .iter()
+                .map(|t| t.with_timezone(&tz.tz()).to_rfc3339())
+                .collect(),
+            fire_times: times,
+        })
+    }
+}
+
+/// Preview the next fire times of a job.
+#[utoipa::path(get, path = "/api/v1/jobs/{name}/next-fire-times", tag = "jobs",
+    params(("name" = String, Path, description = "Job name"), CountParams),
+    responses(
+        (status = 200, description = "Upcoming fire times", body = NextFireTimes),
+        (status = 400, description = "Invalid count", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn next_fire_times(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(p): Query<CountParams>,
+) -> Result<axum::Json<NextFireTimes>, ApiError> {
+    let job = state
+        .store
+        .get_job(&name)
+        .await?
+        .ok_or_else(|| ApiError::job_not_found(&name))?;
+    Ok(axum::Json(NextFireTimes::compute(
+        &job.spec.cron,
+        job.spec.timezone,
+        p.count,
+    )?))
+}

@@ -1,0 +1,132 @@
+//! The REST API (SPEC §8): JSON in camelCase, errors as problem+json, OpenAPI generated from
+//! the handlers and served with Swagger UI from the binary.
+
+mod cron;
+pub mod error;
+mod executions;
+mod extract;
+mod health;
+mod jobs;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tower_http::timeout::TimeoutLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::config::Settings;
+use crate::jobs::TimeZoneName;
+use crate::store::{PageRequest, Store};
+pub use error::{ApiError, Problem};
+
+/// Request bodies above this are refused with 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+pub const MAX_PAGE_SIZE: u32 = 200;
+
+/// Everything a handler may need, built once at start-up.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub settings: Arc<Settings>,
+    pub default_tz: TimeZoneName,
+    pub metrics: PrometheusHandle,
+    /// Wakes the scheduling engine after a job change made through this instance.
+    pub job_changes: Arc<tokio::sync::Notify>,
+}
+
+impl AppState {
+    pub fn jobs_changed(&self) {
+        self.job_changes.notify_one();
+    }
+
+    /// `UP` or `DOWN: reason` for the readiness check.
+    pub fn discovery_status(&self) -> String {
+        "UP".into()
+    }
+}
+
+/// `page`/`size` query parameters, checked.
+pub struct PageParams {
+    pub page: Option<u32>,
+    pub size: Option<u32>,
+}
+
+impl PageParams {
+    pub fn parse(self) -> Result<PageRequest, ApiError> {
+        let size = self.size.unwrap_or(20);
+        if !(1..=MAX_PAGE_SIZE).contains(&size) {
+            return Err(ApiError::field(
+                "size",
+                format!("must be between 1 and {MAX_PAGE_SIZE}"),
+            ));
+        }
+        let page = self.page.unwrap_or(0);
+        if page > 1_000_000 {
+            return Err(ApiError::field("page", "must be at most 1000000"));
+        }
+        Ok(PageRequest { page, size })
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "JobFlow", description = "Distributed, lock-free job scheduler for Nacos microservices."),
+    tags(
+        (name = "jobs", description = "Job definitions"),
+        (name = "executions", description = "Executions: history, trigger, retry"),
+        (name = "health", description = "Health and metrics"),
+    )
+)]
+struct ApiDoc;
+
+/// The OpenAPI document of every route.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_router().split_for_parts().1
+}
+
+fn api_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(jobs::router())
+        .merge(executions::router())
+        .merge(cron::router())
+        .merge(health::router())
+}
+
+/// The complete HTTP application.
+pub fn router(state: AppState) -> Router {
+    let (api, doc) = api_router().split_for_parts();
+    let timeout = Duration::from_secs(state.settings.server.request_timeout_seconds);
+    api.merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        .layer(middleware::from_fn(record_http_metrics))
+        .with_state(state)
+}
+
+/// `http_server_requests_seconds{method,uri,status}`, with the route template as `uri` so
+/// path parameters do not explode the label set.
+async fn record_http_metrics(req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().to_string();
+    let uri = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "UNMATCHED".into());
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    metrics::histogram!("http_server_requests_seconds", "method" => method, "uri" => uri, "status" => status)
+        .record(start.elapsed().as_secs_f64());
+    resp
+}

@@ -1,0 +1,29 @@
+//! Command line: `jobflow [--config FILE] [serve|migrate]`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// JobFlow: a lock-free distributed job scheduler for Nacos microservices.
+///
+/// Configuration is read from config/default.toml, then config/{JOBFLOW_PROFILE}.toml,
+/// then the file given with --config, then environment variables JOBFLOW__SECTION__KEY
+/// (for example JOBFLOW__DATABASE__URL=mysql://root@127.0.0.1:3306/jobflow).
+#[derive(Debug, Parser)]
+#[command(name = "jobflow", version)]
+pub struct Cli {
+    /// Extra configuration file, applied on top of config/default.toml.
+    #[arg(long, short, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Subcommand)]
+pub enum Command {
+    /// Run the scheduler and its REST API (the default).
+    #[default]
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+}

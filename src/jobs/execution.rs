@@ -1,0 +1,187 @@
+//! Executions: one row per shard range per fire (SPEC §3, §6).
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ExecutionStatus {
+    Pending,
+    Running,
+    Success,
+    Failed,
+    Timeout,
+}
+
+impl ExecutionStatus {
+    pub const ALL: [Self; 5] = [
+        Self::Pending,
+        Self::Running,
+        Self::Success,
+        Self::Failed,
+        Self::Timeout,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Running => "RUNNING",
+            Self::Success => "SUCCESS",
+            Self::Failed => "FAILED",
+            Self::Timeout => "TIMEOUT",
+        }
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Success | Self::Failed | Self::Timeout)
+    }
+}
+
+impl fmt::Display for ExecutionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ExecutionStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| "must be one of PENDING, RUNNING, SUCCESS, FAILED, TIMEOUT".into())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TriggerType {
+    Cron,
+    Manual,
+    Retry,
+    Compensation,
+}
+
+impl TriggerType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cron => "CRON",
+            Self::Manual => "MANUAL",
+            Self::Retry => "RETRY",
+            Self::Compensation => "COMPENSATION",
+        }
+    }
+}
+
+impl FromStr for TriggerType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Self::Cron, Self::Manual, Self::Retry, Self::Compensation]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| format!("unknown trigger type {s}"))
+    }
+}
+
+/// `{job}:{fire_time UTC yyyyMMddHHmmss}:{shard_start}-{shard_end}`: the id of a cron fire's
+/// range, identical on every scheduler so a second dispatch collides on the unique key.
+pub fn execution_id(
+    job: &str,
+    fire_time: DateTime<Utc>,
+    shard_start: u32,
+    shard_end: u32,
+) -> String {
+    format!(
+        "{job}:{}:{shard_start}-{shard_end}",
+        fire_time.format("%Y%m%d%H%M%S")
+    )
+}
+
+/// A W3C-compatible trace id: 32 lower-case hex digits, never all zero.
+pub fn new_trace_id() -> String {
+    loop {
+        let v: u128 = rand::random();
+        if v != 0 {
+            return format!("{v:032x}");
+        }
+    }
+}
+
+/// A row to insert.
+#[derive(Debug, Clone)]
+pub struct NewExecution {
+    pub execution_id: String,
+    pub trace_id: String,
+    pub job_name: String,
+    pub trigger_type: TriggerType,
+    pub fire_time: DateTime<Utc>,
+    pub scheduler_instance: String,
+    pub shard_start: u32,
+    pub shard_end: u32,
+    pub shard_count: u32,
+    pub trigger_time: DateTime<Utc>,
+    /// When the row may be dispatched (later than `trigger_time` for a backed-off retry).
+    pub due_time: DateTime<Utc>,
+    pub status: ExecutionStatus,
+    pub retry_count: u32,
+    pub parent_trace_id: Option<String>,
+    pub error_message: Option<String>,
+}
+
+/// A stored execution, as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Execution {
+    pub id: i64,
+    pub execution_id: String,
+    pub trace_id: String,
+    pub job_name: String,
+    pub trigger_type: TriggerType,
+    /// The scheduled instant this execution belongs to (UTC).
+    pub fire_time: DateTime<Utc>,
+    pub scheduler_instance: Option<String>,
+    pub executor_instance: Option<String>,
+    pub shard_start: u32,
+    pub shard_end: u32,
+    pub shard_count: u32,
+    pub trigger_time: DateTime<Utc>,
+    pub due_time: DateTime<Utc>,
+    pub start_time: Option<DateTime<Utc>>,
+    pub finish_time: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i64>,
+    pub status: ExecutionStatus,
+    pub retry_count: u32,
+    pub parent_trace_id: Option<String>,
+    pub result_message: Option<String>,
+    pub error_message: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn execution_id_format() {
+        let t = Utc.with_ymd_and_hms(2024, 3, 5, 7, 8, 9).unwrap();
+        assert_eq!(
+            execution_id("order-sync", t, 0, 33),
+            "order-sync:20240305070809:0-33"
+        );
+    }
+
+    #[test]
+    fn trace_ids_are_w3c_shaped() {
+        let t = new_trace_id();
+        assert_eq!(t.len(), 32);
+        assert!(
+            t.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_ne!(t, new_trace_id());
+    }
+}

@@ -1,0 +1,396 @@
+//! The job domain: what a job is, and turning untrusted input into valid jobs.
+//!
+//! `JobRequest` is what the API receives; `JobSpec::parse` turns it into a `JobSpec` whose
+//! fields are all valid domain values, collecting every problem with the field it concerns.
+//! `JobDefinition` is a stored job (a spec plus identity and audit columns).
+
+mod execution;
+mod name;
+mod schedule;
+mod shard;
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+pub use execution::{
+    Execution, ExecutionStatus, NewExecution, TriggerType, execution_id, new_trace_id,
+};
+pub use name::{JobName, PathSegment};
+pub use schedule::{CronSchedule, TimeZoneName};
+pub use shard::{ShardParams, ShardStrategy};
+
+/// What happens to a fire that was missed (instance down, job just gained, late wake-up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum MisfirePolicy {
+    /// Fire the most recent missed instant once, now.
+    #[default]
+    FireOnceNow,
+    /// Skip missed fires; wait for the next scheduled one.
+    DoNothing,
+}
+
+impl MisfirePolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FireOnceNow => "FIRE_ONCE_NOW",
+            Self::DoNothing => "DO_NOTHING",
+        }
+    }
+}
+
+impl FromStr for MisfirePolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "FIRE_ONCE_NOW" => Ok(Self::FireOnceNow),
+            "DO_NOTHING" => Ok(Self::DoNothing),
+            _ => Err("must be one of FIRE_ONCE_NOW, DO_NOTHING".into()),
+        }
+    }
+}
+
+/// A problem with one input field, named as the client sent it (camelCase).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Create or replace a job. Absent optional fields take their defaults.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobRequest {
+    /// 1-100 of `[A-Za-z0-9._:-]`. Required on create; on update it may be omitted but must
+    /// equal the path's name when given (jobs are not renamed).
+    #[schema(example = "order-sync")]
+    pub name: Option<String>,
+    /// The executor microservice, as registered in Nacos.
+    #[schema(example = "order-service")]
+    pub service_name: String,
+    /// Handler name: the executor is called at `{pathPrefix}/{handler}`.
+    #[schema(example = "syncOrders")]
+    pub handler: String,
+    /// Quartz (6/7 fields, seconds first) or Unix (5 fields) cron expression.
+    #[schema(example = "0 0/5 * * * ?")]
+    pub cron: String,
+    /// IANA time zone the cron is evaluated in; default `scheduler.timezone`.
+    #[schema(example = "Asia/Shanghai")]
+    pub timezone: Option<String>,
+    pub enabled: Option<bool>,
+    /// 1..=10000, default 1. Fixed: data-to-shard mapping never changes with executor count.
+    #[schema(minimum = 1, maximum = 10000)]
+    pub shard_count: Option<i64>,
+    #[schema(value_type = Option<ShardStrategy>)]
+    pub shard_strategy: Option<String>,
+    /// RANGE: `{"start": 1, "end": 1000000}`; CUSTOM: `"0=Beijing,1=Shanghai"` or
+    /// `{"0": "Beijing", "1": "Shanghai"}`; MOD_HASH: none.
+    #[schema(value_type = Option<Object>)]
+    pub shard_params: Option<Value>,
+    /// Any JSON, passed to the executor as `jobParams`.
+    #[schema(value_type = Option<Object>)]
+    pub job_params: Option<Value>,
+    /// 1..=86400, default 300.
+    #[schema(minimum = 1, maximum = 86400)]
+    pub timeout_seconds: Option<i64>,
+    /// 0..=100, default 3.
+    #[schema(minimum = 0, maximum = 100)]
+    pub max_retry: Option<i64>,
+    #[schema(value_type = Option<MisfirePolicy>)]
+    pub misfire_policy: Option<String>,
+    /// Free text, at most 500 characters.
+    pub description: Option<String>,
+}
+
+/// A fully validated job, ready to be stored and scheduled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    pub name: JobName,
+    pub service_name: PathSegment,
+    pub handler: PathSegment,
+    pub cron: CronSchedule,
+    pub timezone: TimeZoneName,
+    pub enabled: bool,
+    pub shard_count: u32,
+    pub shard_strategy: ShardStrategy,
+    pub shard_params: ShardParams,
+    pub job_params: Option<Value>,
+    pub timeout_seconds: u32,
+    pub max_retry: u32,
+    pub misfire_policy: MisfirePolicy,
+    pub description: Option<String>,
+}
+
+pub const MAX_SHARD_COUNT: i64 = 10_000;
+pub const MAX_TIMEOUT_SECONDS: i64 = 86_400;
+pub const MAX_RETRY: i64 = 100;
+const MAX_DESCRIPTION: usize = 500;
+const MAX_JOB_PARAMS_BYTES: usize = 64 * 1024;
+
+impl JobSpec {
+    /// Validates every field of `req`. `name` is the path name on update.
+    pub fn parse(
+        req: JobRequest,
+        path_name: Option<&str>,
+        default_tz: TimeZoneName,
+        now: DateTime<Utc>,
+    ) -> Result<Self, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let mut check = |field: &str, r: Result<(), String>| {
+            if let Err(m) = r {
+                errors.push(FieldError::new(field, m));
+            }
+        };
+
+        let name = match (path_name, req.name.as_deref()) {
+            (Some(p), Some(b)) if p != b => {
+                check(
+                    "name",
+                    Err("must equal the job name in the path (jobs cannot be renamed)".into()),
+                );
+                None
+            }
+            (Some(n), _) | (None, Some(n)) => {
+                JobName::parse(n).map_err(|m| check("name", Err(m))).ok()
+            }
+            (None, None) => {
+                check("name", Err("is required".into()));
+                None
+            }
+        };
+        let service_name = PathSegment::parse(&req.service_name)
+            .map_err(|m| check("serviceName", Err(m)))
+            .ok();
+        let handler = PathSegment::parse(&req.handler)
+            .map_err(|m| check("handler", Err(m)))
+            .ok();
+        let timezone = match req.timezone.as_deref() {
+            None => Some(default_tz),
+            Some(tz) => TimeZoneName::parse(tz)
+                .map_err(|m| check("timezone", Err(m)))
+                .ok(),
+        };
+        let cron = CronSchedule::parse(&req.cron)
+            .map_err(|m| check("cron", Err(m)))
+            .ok();
+        if let (Some(c), Some(tz)) = (&cron, timezone)
+            && c.next_after(now, tz.tz()).is_none()
+        {
+            check("cron", Err("never fires in the future".into()));
+        }
+        let shard_count = in_range(req.shard_count.unwrap_or(1), 1, MAX_SHARD_COUNT)
+            .map_err(|m| check("shardCount", Err(m)))
+            .ok();
+        let shard_strategy = match req.shard_strategy.as_deref() {
+            None => Some(ShardStrategy::default()),
+            Some(s) => s.parse().map_err(|m| check("shardStrategy", Err(m))).ok(),
+        };
+        let shard_params = match (shard_strategy, shard_count) {
+            (Some(st), Some(n)) => ShardParams::parse(st, n as u32, req.shard_params.as_ref())
+                .map_err(|m| check("shardParams", Err(m)))
+                .ok(),
+            _ => None,
+        };
+        let job_params = req.job_params.filter(|v| !v.is_null());
+        if let Some(p) = &job_params
+            && p.to_string().len() > MAX_JOB_PARAMS_BYTES
+        {
+            check(
+                "jobParams",
+                Err(format!(
+                    "must serialise to at most {MAX_JOB_PARAMS_BYTES} bytes"
+                )),
+            );
+        }
+        let timeout = in_range(req.timeout_seconds.unwrap_or(300), 1, MAX_TIMEOUT_SECONDS)
+            .map_err(|m| check("timeoutSeconds", Err(m)))
+            .ok();
+        let max_retry = in_range(req.max_retry.unwrap_or(3), 0, MAX_RETRY)
+            .map_err(|m| check("maxRetry", Err(m)))
+            .ok();
+        let misfire_policy = match req.misfire_policy.as_deref() {
+            None => Some(MisfirePolicy::default()),
+            Some(s) => s.parse().map_err(|m| check("misfirePolicy", Err(m))).ok(),
+        };
+        let description = req.description.filter(|d| !d.is_empty());
+        if description
+            .as_ref()
+            .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION)
+        {
+            check(
+                "description",
+                Err(format!("must be at most {MAX_DESCRIPTION} characters")),
+            );
+        }
+
+        match (
+            name,
+            service_name,
+            handler,
+            cron,
+            timezone,
+            shard_count,
+            shard_strategy,
+            shard_params,
+            timeout,
+            max_retry,
+            misfire_policy,
+        ) {
+            (
+                Some(name),
+                Some(service_name),
+                Some(handler),
+                Some(cron),
+                Some(timezone),
+                Some(shard_count),
+                Some(shard_strategy),
+                Some(shard_params),
+                Some(timeout),
+                Some(max_retry),
+                Some(misfire_policy),
+            ) if errors.is_empty() => Ok(Self {
+                name,
+                service_name,
+                handler,
+                cron,
+                timezone,
+                enabled: req.enabled.unwrap_or(true),
+                shard_count: shard_count as u32,
+                shard_strategy,
+                shard_params,
+                job_params,
+                timeout_seconds: timeout as u32,
+                max_retry: max_retry as u32,
+                misfire_policy,
+                description,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+fn in_range(v: i64, min: i64, max: i64) -> Result<i64, String> {
+    if (min..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("must be between {min} and {max}"))
+    }
+}
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobDefinition {
+    pub id: i64,
+    pub spec: JobSpec,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub created_by: Option<String>,
+    pub updated_by: Option<String>,
+}
+
+impl JobDefinition {
+    pub fn name(&self) -> &JobName {
+        &self.spec.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req(v: Value) -> JobRequest {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn parse(v: Value) -> Result<JobSpec, Vec<FieldError>> {
+        JobSpec::parse(
+            req(v),
+            None,
+            TimeZoneName::parse("UTC").unwrap(),
+            Utc::now(),
+        )
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let s = parse(
+            json!({"name": "a", "serviceName": "svc", "handler": "h", "cron": "0 0 2 * * ?"}),
+        )
+        .unwrap();
+        assert!(s.enabled);
+        assert_eq!((s.shard_count, s.timeout_seconds, s.max_retry), (1, 300, 3));
+        assert_eq!(s.shard_strategy, ShardStrategy::ModHash);
+        assert_eq!(s.misfire_policy, MisfirePolicy::FireOnceNow);
+        assert_eq!(s.timezone.name(), "UTC");
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let errs = parse(json!({
+            "name": "bad name", "serviceName": "../x", "handler": "a/b", "cron": "nope",
+            "timezone": "Nowhere/City", "shardCount": 0, "shardStrategy": "ROUND_ROBIN",
+            "timeoutSeconds": 86401, "maxRetry": -1, "misfirePolicy": "LATER"
+        }))
+        .unwrap_err();
+        let fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "name",
+                "serviceName",
+                "handler",
+                "timezone",
+                "cron",
+                "shardCount",
+                "shardStrategy",
+                "timeoutSeconds",
+                "maxRetry",
+                "misfirePolicy"
+            ]
+        );
+    }
+
+    #[test]
+    fn cron_must_fire_in_the_future() {
+        let errs = parse(
+            json!({"name": "a", "serviceName": "s", "handler": "h", "cron": "0 0 0 1 1 ? 2001"}),
+        )
+        .unwrap_err();
+        assert_eq!(errs[0].field, "cron");
+    }
+
+    #[test]
+    fn update_cannot_rename() {
+        let r =
+            req(json!({"name": "b", "serviceName": "s", "handler": "h", "cron": "0 * * * * ?"}));
+        let errs = JobSpec::parse(
+            r,
+            Some("a"),
+            TimeZoneName::parse("UTC").unwrap(),
+            Utc::now(),
+        )
+        .unwrap_err();
+        assert_eq!(errs[0].field, "name");
+    }
+}

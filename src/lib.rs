@@ -1,0 +1,23 @@
+//! JobFlow: a lock-free distributed job scheduler for teams whose microservices live in Nacos.
+//!
+//! # Layout
+//! - [`config`]: layered settings (files, profile, `JOBFLOW__…` environment), checked at start.
+//! - [`jobs`]: the domain: job names, cron schedules, sharding, executions; input is parsed
+//!   into these types at the edge.
+//! - [`store`]: persistence behind the `Store` trait, MySQL and SQLite implementations.
+//! - [`api`]: the REST API, OpenAPI document and Swagger UI, health and metrics endpoints.
+//! - [`discovery`]: scheduler instances and executor addresses.
+//! - [`telemetry`]: logging and the Prometheus recorder.
+//! - [`app`]: building and running one instance.
+
+pub mod api;
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod discovery;
+pub mod jobs;
+pub mod store;
+pub mod telemetry;
+
+pub use app::Application;
+pub use config::Settings;

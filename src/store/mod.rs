@@ -1,0 +1,276 @@
+//! Persistence behind one trait, with a MySQL and a SQLite implementation chosen from the
+//! database URL scheme. The engine and the API only ever see `dyn Store`.
+//!
+//! Both backends run the same portable SQL (`sql_store!` in `sql.rs`); what differs is the
+//! connection set-up and the migrations (`migrations/mysql`, `migrations/sqlite`).
+
+#[macro_use]
+mod sql;
+mod mysql;
+mod rows;
+mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::config::DatabaseSettings;
+use crate::jobs::{Execution, ExecutionStatus, JobDefinition, JobSpec, NewExecution};
+
+pub use mysql::MySqlStore;
+pub use sqlite::SqliteStore;
+
+/// Which unique key a write collided with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UniqueKey {
+    JobName,
+    ExecutionId,
+    TraceId,
+    Fire,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("duplicate {0:?}")]
+    Duplicate(UniqueKey),
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Filters of `GET /api/v1/jobs`.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub service_name: Option<String>,
+    pub enabled: Option<bool>,
+    pub name_prefix: Option<String>,
+}
+
+/// Zero-based page request.
+#[derive(Debug, Clone, Copy)]
+pub struct PageRequest {
+    pub page: u32,
+    pub size: u32,
+}
+
+impl PageRequest {
+    pub fn offset(self) -> i64 {
+        self.page as i64 * self.size as i64
+    }
+}
+
+/// A page of results, shaped like Spring Data's `Page` JSON.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Page<T> {
+    pub content: Vec<T>,
+    /// Zero-based page number.
+    pub number: u32,
+    pub size: u32,
+    pub total_elements: i64,
+    pub total_pages: i64,
+}
+
+impl<T> Page<T> {
+    pub fn new(content: Vec<T>, req: PageRequest, total: i64) -> Self {
+        let size = req.size.max(1) as i64;
+        Self {
+            content,
+            number: req.page,
+            size: req.size,
+            total_elements: total,
+            total_pages: (total + size - 1) / size,
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            content: self.content.into_iter().map(f).collect(),
+            number: self.number,
+            size: self.size,
+            total_elements: self.total_elements,
+            total_pages: self.total_pages,
+        }
+    }
+}
+
+/// The claim of one cron fire: at most one scheduler ever inserts it.
+#[derive(Debug, Clone)]
+pub struct FireClaim {
+    pub job_name: String,
+    pub fire_time: DateTime<Utc>,
+    pub scheduler_instance: String,
+}
+
+#[derive(Debug)]
+pub enum FireOutcome {
+    /// The rows were inserted (all of them, atomically with the claim).
+    Recorded(Vec<Execution>),
+    /// Another scheduler already recorded this fire; nothing was written.
+    AlreadyFired,
+}
+
+/// A compare-and-set status change: applied only while the row is in one of `from`.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub from: &'static [ExecutionStatus],
+    pub to: ExecutionStatus,
+    pub executor_instance: Option<String>,
+    pub start_time: Option<DateTime<Utc>>,
+    pub finish_time: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i64>,
+    pub result_message: Option<String>,
+    pub error_message: Option<String>,
+}
+
+impl Transition {
+    pub fn to(from: &'static [ExecutionStatus], to: ExecutionStatus) -> Self {
+        Self {
+            from,
+            to,
+            executor_instance: None,
+            start_time: None,
+            finish_time: None,
+            duration_ms: None,
+            result_message: None,
+            error_message: None,
+        }
+    }
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `mysql` or `sqlite`.
+    fn backend(&self) -> &'static str;
+    async fn migrate(&self) -> Result<(), StoreError>;
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    async fn create_job(
+        &self,
+        spec: &JobSpec,
+        actor: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<JobDefinition, StoreError>;
+    /// Replaces the job named `spec.name`; `None` when there is no such job.
+    async fn update_job(
+        &self,
+        spec: &JobSpec,
+        actor: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<JobDefinition>, StoreError>;
+    async fn set_job_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+        actor: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<JobDefinition>, StoreError>;
+    async fn delete_job(&self, name: &str) -> Result<bool, StoreError>;
+    async fn get_job(&self, name: &str) -> Result<Option<JobDefinition>, StoreError>;
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        page: PageRequest,
+    ) -> Result<Page<JobDefinition>, StoreError>;
+    /// Every job, for the scheduling engine.
+    async fn load_jobs(&self) -> Result<Vec<JobDefinition>, StoreError>;
+    /// A counter bumped by every job change, on any instance.
+    async fn job_revision(&self) -> Result<i64, StoreError>;
+
+    /// Inserts `rows` atomically, together with the fire claim when one is given. A claim
+    /// that exists already yields `AlreadyFired` and writes nothing.
+    async fn record_fire(
+        &self,
+        claim: Option<&FireClaim>,
+        rows: &[NewExecution],
+    ) -> Result<FireOutcome, StoreError>;
+    /// The most recent claimed fire of a job (misfire detection).
+    async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
+    async fn purge_fire_claims(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    async fn get_execution(&self, trace_id: &str) -> Result<Option<Execution>, StoreError>;
+    async fn list_executions(
+        &self,
+        job: &str,
+        status: Option<ExecutionStatus>,
+        page: PageRequest,
+    ) -> Result<Page<Execution>, StoreError>;
+    /// Compare-and-set; `true` when this call changed the row.
+    async fn transition(&self, trace_id: &str, t: &Transition) -> Result<bool, StoreError>;
+    /// PENDING rows due before `due_before`, oldest first.
+    async fn due_pending(
+        &self,
+        due_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<Execution>, StoreError>;
+    /// RUNNING rows started before `started_before`, oldest first.
+    async fn running_since(
+        &self,
+        started_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<Execution>, StoreError>;
+}
+
+/// Opens the store named by `database.url` (without migrating).
+pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Store>, StoreError> {
+    let url = settings.url.expose();
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(
+            SqliteStore::connect(url, settings.max_connections).await?,
+        ))
+    } else {
+        let password = settings.password.as_ref().map(|p| p.expose());
+        Ok(Arc::new(
+            MySqlStore::connect(url, password, settings.max_connections).await?,
+        ))
+    }
+}
+
+/// Classifies a unique-key violation by the key named in the database's message.
+fn unique_key(err: &sqlx::Error) -> Option<UniqueKey> {
+    let sqlx::Error::Database(db) = err else {
+        return None;
+    };
+    if !db.is_unique_violation() {
+        return None;
+    }
+    let msg = db.message();
+    // MySQL: "Duplicate entry '…' for key 'uk_trace_id'"; SQLite: "UNIQUE constraint failed:
+    // job_execution.trace_id". Only the key part is inspected: the entry echoes user data.
+    let key = msg
+        .rsplit_once("for key")
+        .map(|(_, k)| k)
+        .or_else(|| msg.split_once("failed:").map(|(_, k)| k))?;
+    if key.contains("uk_job_name") || key.contains("job_definition.name") {
+        Some(UniqueKey::JobName)
+    } else if key.contains("execution_id") {
+        Some(UniqueKey::ExecutionId)
+    } else if key.contains("trace_id") {
+        Some(UniqueKey::TraceId)
+    } else if key.contains("PRIMARY") || key.contains("job_fire") {
+        Some(UniqueKey::Fire)
+    } else {
+        None
+    }
+}
+
+impl StoreError {
+    fn from_write(err: sqlx::Error) -> Self {
+        match unique_key(&err) {
+            Some(k) => Self::Duplicate(k),
+            None => Self::Database(err),
+        }
+    }
+}
+
+/// Milliseconds are the stored precision; truncating (not rounding) keeps a fire_time
+/// exactly equal wherever it is computed.
+fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::SubsecRound;
+    t.trunc_subsecs(3)
+}

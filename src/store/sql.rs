@@ -1,0 +1,409 @@
+//! The SQL shared by both backends. Every statement is portable between MySQL 8, MariaDB
+//! 10.11 and SQLite 3 (`?` placeholders, no vendor functions: times are bound from Rust), and
+//! every value is bound, never formatted into the text.
+//!
+//! SQLite note: each write transaction starts with its write, so SQLite takes the write lock
+//! at once and waits on `busy_timeout` instead of failing a read-to-write upgrade.
+
+macro_rules! job_columns {
+    () => {
+        "id, name, service_name, handler, cron, timezone, enabled, shard_count, shard_strategy, \
+         shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
+         created_at, updated_at, created_by, updated_by"
+    };
+}
+
+macro_rules! execution_columns {
+    () => {
+        "id, execution_id, trace_id, job_name, trigger_type, fire_time, scheduler_instance, \
+         executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, start_time, \
+         finish_time, duration_ms, status, retry_count, parent_trace_id, result_message, error_message"
+    };
+}
+
+/// Implements `Store` for `$store` (which has a `pool: sqlx::Pool<$db>` field and a
+/// `MIGRATOR`) with the portable SQL.
+macro_rules! sql_store {
+    ($store:ty, $db:ty, $backend:literal) => {
+        impl $store {
+            async fn fetch_job<'c, E>(exec: E, name: &str) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError>
+            where
+                E: sqlx::Executor<'c, Database = $db>,
+            {
+                sqlx::query_as::<_, $crate::store::rows::JobRow>(concat!("SELECT ", job_columns!(), " FROM job_definition WHERE name = ?"))
+                    .bind(name)
+                    .fetch_optional(exec)
+                    .await?
+                    .map($crate::jobs::JobDefinition::try_from)
+                    .transpose()
+            }
+
+            async fn bump_revision<'c, E>(exec: E) -> Result<(), $crate::store::StoreError>
+            where
+                E: sqlx::Executor<'c, Database = $db>,
+            {
+                sqlx::query("UPDATE job_revision SET revision = revision + 1 WHERE id = 1").execute(exec).await?;
+                Ok(())
+            }
+
+            /// Binds a spec's columns from `service_name` to `description`, in table order.
+            fn bind_spec<'q>(
+                q: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,
+                spec: &$crate::jobs::JobSpec,
+            ) -> sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments> {
+                q.bind(spec.service_name.as_str().to_string())
+                    .bind(spec.handler.as_str().to_string())
+                    .bind(spec.cron.as_str().to_string())
+                    .bind(spec.timezone.name())
+                    .bind(spec.enabled)
+                    .bind(spec.shard_count as i32)
+                    .bind(spec.shard_strategy.as_str())
+                    .bind(spec.shard_params.to_json().map(|v| v.to_string()))
+                    .bind(spec.job_params.as_ref().map(|v| v.to_string()))
+                    .bind(spec.timeout_seconds as i32)
+                    .bind(spec.max_retry as i32)
+                    .bind(spec.misfire_policy.as_str())
+                    .bind(spec.description.clone())
+            }
+
+            fn push_job_filter(qb: &mut sqlx::QueryBuilder<$db>, f: &$crate::store::JobFilter) {
+                if let Some(s) = &f.service_name {
+                    qb.push(" AND service_name = ").push_bind(s.clone());
+                }
+                if let Some(e) = f.enabled {
+                    qb.push(" AND enabled = ").push_bind(e);
+                }
+                if let Some(p) = &f.name_prefix {
+                    // `!` escapes LIKE wildcards the same way on every backend.
+                    let escaped = p.replace('!', "!!").replace('%', "!%").replace('_', "!_");
+                    qb.push(" AND name LIKE ").push_bind(format!("{escaped}%")).push(" ESCAPE '!'");
+                }
+            }
+
+            fn execution(row: $crate::store::rows::ExecutionRow) -> Result<$crate::jobs::Execution, $crate::store::StoreError> {
+                $crate::jobs::Execution::try_from(row)
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::Store for $store {
+            fn backend(&self) -> &'static str {
+                $backend
+            }
+
+            async fn migrate(&self) -> Result<(), $crate::store::StoreError> {
+                Self::MIGRATOR.run(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn ping(&self) -> Result<(), $crate::store::StoreError> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn create_job(
+                &self,
+                spec: &$crate::jobs::JobSpec,
+                actor: Option<&str>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<$crate::jobs::JobDefinition, $crate::store::StoreError> {
+                let now = $crate::store::ms(now);
+                let mut tx = self.pool.begin().await?;
+                let insert = sqlx::query(
+                    "INSERT INTO job_definition (name, service_name, handler, cron, timezone, enabled, shard_count, \
+                     shard_strategy, shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
+                     created_at, updated_at, created_by, updated_by) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(spec.name.as_str());
+                Self::bind_spec(insert, spec)
+                .bind(now)
+                .bind(now)
+                .bind(actor)
+                .bind(actor)
+                .execute(&mut *tx)
+                .await
+                .map_err($crate::store::StoreError::from_write)?;
+                Self::bump_revision(&mut *tx).await?;
+                let job = Self::fetch_job(&mut *tx, spec.name.as_str())
+                    .await?
+                    .ok_or_else(|| $crate::store::StoreError::Corrupt("inserted job not found".into()))?;
+                tx.commit().await?;
+                Ok(job)
+            }
+
+            async fn update_job(
+                &self,
+                spec: &$crate::jobs::JobSpec,
+                actor: Option<&str>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                let update = sqlx::query(
+                    "UPDATE job_definition SET service_name = ?, handler = ?, cron = ?, timezone = ?, enabled = ?, \
+                     shard_count = ?, shard_strategy = ?, shard_params = ?, job_params = ?, timeout_seconds = ?, \
+                     max_retry = ?, misfire_policy = ?, description = ?, updated_at = ?, updated_by = ? WHERE name = ?",
+                );
+                let changed = Self::bind_spec(update, spec)
+                .bind($crate::store::ms(now))
+                .bind(actor)
+                .bind(spec.name.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                // MySQL counts only rows whose values changed; a no-op update still finds the row.
+                let job = Self::fetch_job(&mut *tx, spec.name.as_str()).await?;
+                if changed > 0 {
+                    Self::bump_revision(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(job)
+            }
+
+            async fn set_job_enabled(
+                &self,
+                name: &str,
+                enabled: bool,
+                actor: Option<&str>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                let changed = sqlx::query("UPDATE job_definition SET enabled = ?, updated_at = ?, updated_by = ? WHERE name = ?")
+                    .bind(enabled)
+                    .bind($crate::store::ms(now))
+                    .bind(actor)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if changed > 0 {
+                    Self::bump_revision(&mut *tx).await?;
+                }
+                let job = Self::fetch_job(&mut *tx, name).await?;
+                tx.commit().await?;
+                Ok(job)
+            }
+
+            async fn delete_job(&self, name: &str) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                let deleted = sqlx::query("DELETE FROM job_definition WHERE name = ?")
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+                    > 0;
+                if deleted {
+                    Self::bump_revision(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(deleted)
+            }
+
+            async fn get_job(&self, name: &str) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
+                Self::fetch_job(&self.pool, name).await
+            }
+
+            async fn list_jobs(
+                &self,
+                filter: &$crate::store::JobFilter,
+                page: $crate::store::PageRequest,
+            ) -> Result<$crate::store::Page<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
+                let mut count = sqlx::QueryBuilder::<$db>::new("SELECT COUNT(*) FROM job_definition WHERE 1 = 1");
+                Self::push_job_filter(&mut count, filter);
+                let total: i64 = count.build_query_scalar().fetch_one(&self.pool).await?;
+                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!("SELECT ", job_columns!(), " FROM job_definition WHERE 1 = 1"));
+                Self::push_job_filter(&mut qb, filter);
+                qb.push(" ORDER BY name LIMIT ").push_bind(page.size as i64).push(" OFFSET ").push_bind(page.offset());
+                let rows = qb.build_query_as::<$crate::store::rows::JobRow>().fetch_all(&self.pool).await?;
+                let jobs = rows.into_iter().map($crate::jobs::JobDefinition::try_from).collect::<Result<Vec<_>, _>>()?;
+                Ok($crate::store::Page::new(jobs, page, total))
+            }
+
+            async fn load_jobs(&self) -> Result<Vec<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
+                let rows = sqlx::query_as::<_, $crate::store::rows::JobRow>(concat!("SELECT ", job_columns!(), " FROM job_definition"))
+                    .fetch_all(&self.pool)
+                    .await?;
+                // One unreadable row must not stop the other jobs from being scheduled.
+                Ok(rows
+                    .into_iter()
+                    .filter_map(|r| match $crate::jobs::JobDefinition::try_from(r) {
+                        Ok(j) => Some(j),
+                        Err(e) => {
+                            tracing::error!(error = %e, "skipping unreadable job definition");
+                            None
+                        }
+                    })
+                    .collect())
+            }
+
+            async fn job_revision(&self) -> Result<i64, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar("SELECT revision FROM job_revision WHERE id = 1").fetch_one(&self.pool).await?)
+            }
+
+            async fn record_fire(
+                &self,
+                claim: Option<&$crate::store::FireClaim>,
+                rows: &[$crate::jobs::NewExecution],
+            ) -> Result<$crate::store::FireOutcome, $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                if let Some(c) = claim {
+                    let inserted = sqlx::query("INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) VALUES (?, ?, ?, ?)")
+                        .bind(&c.job_name)
+                        .bind($crate::store::ms(c.fire_time))
+                        .bind(&c.scheduler_instance)
+                        .bind($crate::store::ms(chrono::Utc::now()))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err($crate::store::StoreError::from_write);
+                    match inserted {
+                        Ok(_) => {}
+                        Err($crate::store::StoreError::Duplicate(_)) => return Ok($crate::store::FireOutcome::AlreadyFired),
+                        Err(e) => return Err(e),
+                    }
+                }
+                for r in rows {
+                    let inserted = sqlx::query(
+                        "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, \
+                         scheduler_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status, \
+                         retry_count, parent_trace_id, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    )
+                    .bind(&r.execution_id)
+                    .bind(&r.trace_id)
+                    .bind(&r.job_name)
+                    .bind(r.trigger_type.as_str())
+                    .bind($crate::store::ms(r.fire_time))
+                    .bind(&r.scheduler_instance)
+                    .bind(r.shard_start as i32)
+                    .bind(r.shard_end as i32)
+                    .bind(r.shard_count as i32)
+                    .bind($crate::store::ms(r.trigger_time))
+                    .bind($crate::store::ms(r.due_time))
+                    .bind(r.status.as_str())
+                    .bind(r.retry_count as i32)
+                    .bind(r.parent_trace_id.as_deref())
+                    .bind(r.error_message.as_deref())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err($crate::store::StoreError::from_write);
+                    match inserted {
+                        Ok(_) => {}
+                        // A cron range recorded before (its claim purged since) is the same fire.
+                        Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId))
+                            if claim.is_some() =>
+                        {
+                            return Ok($crate::store::FireOutcome::AlreadyFired);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                let mut out = Vec::with_capacity(rows.len());
+                for r in rows {
+                    let row = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!("SELECT ", execution_columns!(), " FROM job_execution WHERE trace_id = ?"))
+                        .bind(&r.trace_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    out.push(Self::execution(row)?);
+                }
+                tx.commit().await?;
+                Ok($crate::store::FireOutcome::Recorded(out))
+            }
+
+            async fn last_fire_time(&self, job: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar("SELECT MAX(fire_time) FROM job_fire WHERE job_name = ?")
+                    .bind(job)
+                    .fetch_one(&self.pool)
+                    .await?)
+            }
+
+            async fn purge_fire_claims(&self, before: chrono::DateTime<chrono::Utc>) -> Result<u64, $crate::store::StoreError> {
+                Ok(sqlx::query("DELETE FROM job_fire WHERE created_at < ?")
+                    .bind($crate::store::ms(before))
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected())
+            }
+
+            async fn get_execution(&self, trace_id: &str) -> Result<Option<$crate::jobs::Execution>, $crate::store::StoreError> {
+                sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!("SELECT ", execution_columns!(), " FROM job_execution WHERE trace_id = ?"))
+                    .bind(trace_id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .map(Self::execution)
+                    .transpose()
+            }
+
+            async fn list_executions(
+                &self,
+                job: &str,
+                status: Option<$crate::jobs::ExecutionStatus>,
+                page: $crate::store::PageRequest,
+            ) -> Result<$crate::store::Page<$crate::jobs::Execution>, $crate::store::StoreError> {
+                let mut count = sqlx::QueryBuilder::<$db>::new("SELECT COUNT(*) FROM job_execution WHERE job_name = ");
+                count.push_bind(job.to_string());
+                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!("SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = "));
+                qb.push_bind(job.to_string());
+                if let Some(s) = status {
+                    count.push(" AND status = ").push_bind(s.as_str());
+                    qb.push(" AND status = ").push_bind(s.as_str());
+                }
+                let total: i64 = count.build_query_scalar().fetch_one(&self.pool).await?;
+                qb.push(" ORDER BY trigger_time DESC, id DESC LIMIT ").push_bind(page.size as i64).push(" OFFSET ").push_bind(page.offset());
+                let rows = qb.build_query_as::<$crate::store::rows::ExecutionRow>().fetch_all(&self.pool).await?;
+                let items = rows.into_iter().map(Self::execution).collect::<Result<Vec<_>, _>>()?;
+                Ok($crate::store::Page::new(items, page, total))
+            }
+
+            async fn transition(&self, trace_id: &str, t: &$crate::store::Transition) -> Result<bool, $crate::store::StoreError> {
+                let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE job_execution SET status = ");
+                qb.push_bind(t.to.as_str());
+                if let Some(v) = &t.executor_instance {
+                    qb.push(", executor_instance = ").push_bind(v.clone());
+                }
+                if let Some(v) = t.start_time {
+                    qb.push(", start_time = ").push_bind($crate::store::ms(v));
+                }
+                if let Some(v) = t.finish_time {
+                    qb.push(", finish_time = ").push_bind($crate::store::ms(v));
+                }
+                if let Some(v) = t.duration_ms {
+                    qb.push(", duration_ms = ").push_bind(v);
+                }
+                if let Some(v) = &t.result_message {
+                    qb.push(", result_message = ").push_bind(v.clone());
+                }
+                if let Some(v) = &t.error_message {
+                    qb.push(", error_message = ").push_bind(v.clone());
+                }
+                qb.push(" WHERE trace_id = ").push_bind(trace_id.to_string()).push(" AND status IN (");
+                let mut list = qb.separated(", ");
+                for s in t.from {
+                    list.push_bind(s.as_str());
+                }
+                qb.push(")");
+                Ok(qb.build().execute(&self.pool).await?.rows_affected() == 1)
+            }
+
+            async fn due_pending(&self, due_before: chrono::DateTime<chrono::Utc>, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
+                    "SELECT ", execution_columns!(), " FROM job_execution WHERE status = 'PENDING' AND due_time < ? ORDER BY due_time LIMIT ?"
+                ))
+                .bind($crate::store::ms(due_before))
+                .bind(limit as i64)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.into_iter().map(Self::execution).collect()
+            }
+
+            async fn running_since(&self, started_before: chrono::DateTime<chrono::Utc>, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
+                    "SELECT ", execution_columns!(), " FROM job_execution WHERE status = 'RUNNING' AND start_time < ? ORDER BY start_time LIMIT ?"
+                ))
+                .bind($crate::store::ms(started_before))
+                .bind(limit as i64)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.into_iter().map(Self::execution).collect()
+            }
+        }
+    };
+}

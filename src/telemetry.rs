@@ -1,0 +1,79 @@
+//! Logging (tracing, text or JSON) and the Prometheus recorder.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::FmtSpan;
+
+use crate::config::{LogFormat, LogSettings};
+
+/// Installs the global subscriber. `RUST_LOG` wins over `log.level`.
+pub fn init(settings: &LogSettings) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_span_events(FmtSpan::NONE);
+    let _ = match settings.format {
+        LogFormat::Text => builder.try_init(),
+        // Span fields (trace_id, job) go on every line, flattened for ELK/Loki.
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+    };
+}
+
+/// The process-wide Prometheus recorder (installed once; every app in a process shares it).
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Suffix("duration_seconds".into()),
+                    &[
+                        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                        300.0, 1800.0,
+                    ],
+                )
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("http_server_requests_seconds".into()),
+                        &[
+                            0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                        ],
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("scheduler_fire_delay_seconds".into()),
+                        &[
+                            0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0,
+                            300.0,
+                        ],
+                    )
+                })
+                .expect("static bucket configuration is valid")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed by an embedding program; then ours
+            // still renders what is recorded through it.
+            let _ = metrics::set_global_recorder(recorder);
+            let upkeep = handle.clone();
+            std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(std::time::Duration::from_secs(5));
+                        upkeep.run_upkeep();
+                    }
+                })
+                .expect("spawn metrics upkeep thread");
+            handle
+        })
+        .clone()
+}

@@ -1,0 +1,127 @@
+//! The `jobflow` binary as an operator runs it: from an empty directory with no configuration.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn jobflow(dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobflow"));
+    cmd.current_dir(dir).env_remove("RUST_LOG");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("JOBFLOW")) {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
+#[test]
+fn help_documents_the_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = jobflow(dir.path()).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for word in ["serve", "migrate", "--config", "JOBFLOW__"] {
+        assert!(text.contains(word), "{word} missing from --help:\n{text}");
+    }
+}
+
+#[test]
+fn migrate_creates_the_embedded_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = jobflow(dir.path()).arg("migrate").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("data/jobflow.db").is_file());
+}
+
+#[test]
+fn invalid_configuration_names_the_key_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = jobflow(dir.path())
+        .env("JOBFLOW__SCHEDULER__TIMEZONE", "Mars/Base")
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("scheduler.timezone"), "{err}");
+
+    std::fs::write(
+        dir.path().join("extra.toml"),
+        "[database]\nurl = \"mysql://root:hunter2@127.0.0.1:1/x\"\n",
+    )
+    .unwrap();
+    let out = jobflow(dir.path())
+        .args(["--config", "extra.toml", "migrate"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !all.contains("hunter2"),
+        "a secret reached the output: {all}"
+    );
+
+    let out = jobflow(dir.path())
+        .args(["--config", "missing.toml", "migrate"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--config"));
+}
+
+#[test]
+fn serve_answers_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = jobflow(dir.path())
+        .env("JOBFLOW__SERVER__HOST", "127.0.0.1")
+        .env("JOBFLOW__SERVER__PORT", "0")
+        .env("JOBFLOW__LOG__FORMAT", "json")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut addr = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|_| panic!("log line is not JSON: {line}"));
+        if v["message"] == "JobFlow listening" {
+            addr = v["addr"].as_str().map(str::to_string);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no listening line");
+    }
+    let addr = addr.expect("listening address logged");
+    // Keep reading so the instance never writes into a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    let health = reqwest::blocking::get(format!("http://{addr}/health/ready")).unwrap();
+    assert_eq!(health.status(), 200);
+    let swagger = reqwest::blocking::get(format!("http://{addr}/swagger-ui/")).unwrap();
+    assert_eq!(swagger.status(), 200);
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let start = Instant::now();
+    loop {
+        if let Some(code) = child.try_wait().unwrap() {
+            assert!(code.success(), "exit status {code:?}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "did not stop after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

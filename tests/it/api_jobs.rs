@@ -1,0 +1,187 @@
+//! Job CRUD through the REST API.
+
+use serde_json::json;
+
+use crate::helpers::{Backend, TestApp, backend_tests, job};
+
+backend_tests!(
+    create_then_get_returns_the_job_with_defaults,
+    duplicate_name_is_409,
+    list_filters_and_pages,
+    update_replaces_the_definition,
+    delete_removes_the_job,
+    enable_and_disable,
+    sharded_job_params_round_trip,
+);
+
+async fn create_then_get_returns_the_job_with_defaults(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let resp = app
+        .client
+        .post(app.url("/api/v1/jobs"))
+        .json(&job("order-sync"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    assert_eq!(resp.headers()["location"], "/api/v1/jobs/order-sync");
+    let created: serde_json::Value = resp.json().await.unwrap();
+    for (k, v) in [
+        ("name", json!("order-sync")),
+        ("serviceName", json!("order-service")),
+        ("handler", json!("syncOrders")),
+        ("cron", json!("0 0 2 * * ?")),
+        ("timezone", json!("UTC")),
+        ("enabled", json!(true)),
+        ("shardCount", json!(1)),
+        ("shardStrategy", json!("MOD_HASH")),
+        ("timeoutSeconds", json!(300)),
+        ("maxRetry", json!(3)),
+        ("misfirePolicy", json!("FIRE_ONCE_NOW")),
+    ] {
+        assert_eq!(created[k], v, "{k}");
+    }
+    assert!(created["id"].as_i64().unwrap() > 0);
+    assert!(created["createdAt"].as_str().unwrap().ends_with('Z'));
+    let (status, got) = app.get("/api/v1/jobs/order-sync").await;
+    assert_eq!(status, 200);
+    assert_eq!(got, created);
+}
+
+async fn duplicate_name_is_409(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.create_job(&job("dup")).await;
+    let (status, body) = app.post("/api/v1/jobs", &job("dup")).await;
+    assert_eq!(status, 409);
+    assert_eq!(body["status"], 409);
+    // Names are case-sensitive (their hash is): a different case is a different job.
+    app.create_job(&job("DUP")).await;
+}
+
+async fn list_filters_and_pages(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for i in 0..5 {
+        let mut j = job(&format!("report_{i}"));
+        j["serviceName"] = json!(if i % 2 == 0 {
+            "report-service"
+        } else {
+            "billing-service"
+        });
+        j["enabled"] = json!(i != 4);
+        app.create_job(&j).await;
+    }
+    // `_` in a prefix is literal, not a LIKE wildcard.
+    app.create_job(&job("reportX1")).await;
+
+    let (status, page) = app.get("/api/v1/jobs?size=2&page=1").await;
+    assert_eq!(status, 200);
+    assert_eq!(page["totalElements"], 6);
+    assert_eq!(page["totalPages"], 3);
+    assert_eq!(page["number"], 1);
+    let names: Vec<_> = page["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap())
+        .collect();
+    // Byte order on both backends: `X` sorts before `_`.
+    assert_eq!(names, ["report_1", "report_2"]);
+
+    let (_, page) = app.get("/api/v1/jobs?serviceName=report-service").await;
+    assert_eq!(page["totalElements"], 3);
+    let (_, page) = app
+        .get("/api/v1/jobs?serviceName=report-service&enabled=true")
+        .await;
+    assert_eq!(page["totalElements"], 2);
+    let (_, page) = app.get("/api/v1/jobs?enabled=false").await;
+    assert_eq!(page["content"][0]["name"], "report_4");
+    let (_, page) = app.get("/api/v1/jobs?namePrefix=report_").await;
+    assert_eq!(page["totalElements"], 5);
+    let (_, page) = app.get("/api/v1/jobs?namePrefix=nothing").await;
+    assert_eq!(page["totalElements"], 0);
+    assert_eq!(page["content"], json!([]));
+}
+
+async fn update_replaces_the_definition(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let created = app.create_job(&job("upd")).await;
+    let body = json!({
+        "serviceName": "other-service", "handler": "h2", "cron": "0 */5 * * * ?",
+        "timezone": "Asia/Shanghai", "shardCount": 4, "maxRetry": 0, "description": "five-minutely"
+    });
+    let (status, updated) = app.put("/api/v1/jobs/upd", &body).await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["serviceName"], "other-service");
+    assert_eq!(updated["timezone"], "Asia/Shanghai");
+    assert_eq!(updated["shardCount"], 4);
+    assert_eq!(updated["maxRetry"], 0);
+    assert_eq!(updated["timeoutSeconds"], 300);
+    assert_eq!(updated["id"], created["id"]);
+    assert_eq!(updated["createdAt"], created["createdAt"]);
+    let (_, got) = app.get("/api/v1/jobs/upd").await;
+    assert_eq!(got, updated);
+
+    let mut renamed = body.clone();
+    renamed["name"] = json!("other");
+    let (status, problem) = app.put("/api/v1/jobs/upd", &renamed).await;
+    assert_eq!(status, 400);
+    assert_eq!(problem["errors"][0]["field"], "name");
+    let (status, _) = app.put("/api/v1/jobs/missing", &body).await;
+    assert_eq!(status, 404);
+}
+
+async fn delete_removes_the_job(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.create_job(&job("gone")).await;
+    let (status, body) = app.delete("/api/v1/jobs/gone").await;
+    assert_eq!((status, body), (204, serde_json::Value::Null));
+    let (status, _) = app.get("/api/v1/jobs/gone").await;
+    assert_eq!(status, 404);
+    let (status, problem) = app.delete("/api/v1/jobs/gone").await;
+    assert_eq!(status, 404);
+    assert_eq!(problem["status"], 404);
+    // The name is free again.
+    app.create_job(&job("gone")).await;
+}
+
+async fn enable_and_disable(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.create_job(&job("toggle")).await;
+    let (status, j) = app.patch("/api/v1/jobs/toggle/enabled?enabled=false").await;
+    assert_eq!(status, 200);
+    assert_eq!(j["enabled"], false);
+    let (_, j) = app.get("/api/v1/jobs/toggle").await;
+    assert_eq!(j["enabled"], false);
+    let (_, j) = app.patch("/api/v1/jobs/toggle/enabled?enabled=true").await;
+    assert_eq!(j["enabled"], true);
+    let (status, problem) = app.patch("/api/v1/jobs/toggle/enabled?enabled=maybe").await;
+    assert_eq!(status, 400, "{problem}");
+    let (status, _) = app.patch("/api/v1/jobs/toggle/enabled").await;
+    assert_eq!(status, 400);
+    let (status, _) = app.patch("/api/v1/jobs/nope/enabled?enabled=true").await;
+    assert_eq!(status, 404);
+}
+
+async fn sharded_job_params_round_trip(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut j = job("city-report");
+    j["shardCount"] = json!(3);
+    j["shardStrategy"] = json!("CUSTOM");
+    j["shardParams"] = json!("0=Beijing,1=Shanghai,2=Guangzhou");
+    j["jobParams"] = json!({"date": "yesterday", "limit": 500, "nested": {"ok": [1, 2]}});
+    let created = app.create_job(&j).await;
+    assert_eq!(
+        created["shardParams"],
+        json!({"0": "Beijing", "1": "Shanghai", "2": "Guangzhou"})
+    );
+    assert_eq!(created["jobParams"], j["jobParams"]);
+
+    let mut r = job("id-range");
+    r["shardCount"] = json!(10);
+    r["shardStrategy"] = json!("RANGE");
+    r["shardParams"] = json!({"start": 1, "end": 1000000});
+    let created = app.create_job(&r).await;
+    assert_eq!(created["shardParams"], json!({"start": 1, "end": 1000000}));
+    let (_, got) = app.get("/api/v1/jobs/id-range").await;
+    assert_eq!(got["shardStrategy"], "RANGE");
+}

@@ -1,0 +1,113 @@
+//! OpenAPI, Swagger UI, health, metrics and fire time previews.
+
+use crate::helpers::{Backend, TestApp, backend_tests, job};
+
+backend_tests!(
+    openapi_and_swagger_are_served,
+    health_and_metrics,
+    next_fire_times_preview
+);
+
+async fn openapi_and_swagger_are_served(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (status, doc) = app.get("/api-docs/openapi.json").await;
+    assert_eq!(status, 200);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for path in [
+        "/api/v1/jobs",
+        "/api/v1/jobs/{name}",
+        "/api/v1/jobs/{name}/enabled",
+        "/api/v1/jobs/{name}/trigger",
+        "/api/v1/jobs/{name}/executions",
+        "/api/v1/jobs/executions/{traceId}",
+        "/api/v1/jobs/executions/{traceId}/retry",
+        "/api/v1/jobs/{name}/next-fire-times",
+        "/api/v1/cron/next-fire-times",
+        "/health/live",
+        "/health/ready",
+    ] {
+        assert!(
+            doc["paths"].get(path).is_some(),
+            "{path} missing from OpenAPI"
+        );
+    }
+    let resp = app
+        .client
+        .get(app.url("/swagger-ui/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let html = resp.text().await.unwrap();
+    assert!(html.contains("swagger-ui"), "{html}");
+    // The UI's assets come from the binary, not a CDN.
+    assert!(!html.contains("unpkg.com") && !html.contains("cdn"));
+    let resp = app
+        .client
+        .get(app.url("/swagger-ui/swagger-ui-bundle.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.bytes().await.unwrap().len() > 100_000);
+}
+
+async fn health_and_metrics(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (status, live) = app.get("/health/live").await;
+    assert_eq!((status, &live["status"]), (200, &serde_json::json!("UP")));
+    let (status, ready) = app.get("/health/ready").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["checks"]["database"], "UP");
+    app.get("/api/v1/jobs/metrics-probe").await;
+    let text = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("http_server_requests_seconds_count")
+                && l.contains("uri=\"/api/v1/jobs/{name}\"")
+                && l.contains("status=\"404\"")),
+        "{text}"
+    );
+    app.stop().await;
+}
+
+async fn next_fire_times_preview(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut j = job("nightly");
+    j["timezone"] = serde_json::json!("Asia/Shanghai");
+    app.create_job(&j).await;
+    let (status, body) = app
+        .get("/api/v1/jobs/nightly/next-fire-times?count=3")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let times = body["fireTimes"].as_array().unwrap();
+    assert_eq!(times.len(), 3);
+    // 02:00 in Shanghai is 18:00 UTC.
+    assert!(
+        times
+            .iter()
+            .all(|t| t.as_str().unwrap().contains("T18:00:00")),
+        "{body}"
+    );
+    assert!(
+        body["localFireTimes"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("T02:00:00+08:00")
+    );
+
+    let (status, body) = app
+        .get("/api/v1/cron/next-fire-times?cron=0%200%2012%20L%20*%20%3F&count=2")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["fireTimes"].as_array().unwrap().len(), 2);
+    assert_eq!(body["timezone"], "UTC");
+}

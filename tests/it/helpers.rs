@@ -1,0 +1,280 @@
+//! Test harness: the real application on 127.0.0.1:0 with its own database (a temporary
+//! SQLite file, or a uniquely named MariaDB/MySQL database dropped afterwards).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobflow::Application;
+use jobflow::config::{DiscoveryMode, Secret, Settings};
+use serde_json::Value;
+use sqlx::Connection;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    MySql,
+}
+
+/// Server URL without a database, e.g. `mysql://root@127.0.0.1:3306`.
+fn mysql_server_url() -> String {
+    std::env::var("JOBFLOW_TEST_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
+}
+
+/// A database of its own for one test; removed when dropped.
+pub struct TestDb {
+    pub url: String,
+    mysql_name: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    pub async fn create(backend: Backend) -> Self {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}/jobflow.db", dir.path().display());
+                Self {
+                    url,
+                    mysql_name: None,
+                    _dir: Some(dir),
+                }
+            }
+            Backend::MySql => {
+                let name = format!("jobflow_test_{:016x}", rand::random::<u64>());
+                let mut conn = sqlx::MySqlConnection::connect(&mysql_server_url())
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "MySQL/MariaDB is required for the mysql test suite ({}): {e}",
+                            mysql_server_url()
+                        )
+                    });
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "CREATE DATABASE `{name}` CHARACTER SET utf8mb4"
+                )))
+                .execute(&mut conn)
+                .await
+                .expect("create test database");
+                Self {
+                    url: format!("{}/{name}", mysql_server_url()),
+                    mysql_name: Some(name),
+                    _dir: None,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some(name) = self.mysql_name.take() else {
+            return;
+        };
+        // Drop runs outside async context guarantees; use a small runtime of its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut conn) = sqlx::MySqlConnection::connect(&mysql_server_url()).await {
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP DATABASE IF EXISTS `{name}`"
+                    )))
+                    .execute(&mut conn)
+                    .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+pub fn base_settings(db_url: &str) -> Settings {
+    let mut s = Settings::default();
+    s.server.host = "127.0.0.1".into();
+    s.server.port = 0;
+    s.database.url = Secret(db_url.to_string());
+    s.database.max_connections = 5;
+    s.discovery.mode = DiscoveryMode::Standalone;
+    s.discovery.advertise_ip = Some("127.0.0.1".into());
+    s.log.level = "warn".into();
+    s
+}
+
+/// One running JobFlow instance.
+pub struct TestApp {
+    pub addr: String,
+    pub client: reqwest::Client,
+    shutdown: CancellationToken,
+    handle: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    /// Keeps the database alive as long as the instance.
+    _db: Arc<TestDb>,
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> Self {
+        let db = Arc::new(TestDb::create(backend).await);
+        Self::spawn_with(db, |_| {}).await
+    }
+
+    /// Spawns an instance on `db` (shared between instances when cloned), with `tweak`
+    /// applied to its settings.
+    pub async fn spawn_with(db: Arc<TestDb>, tweak: impl FnOnce(&mut Settings)) -> Self {
+        let mut settings = base_settings(&db.url);
+        tweak(&mut settings);
+        let app = Application::build(settings).await.expect("build app");
+        let addr = format!("http://127.0.0.1:{}", app.port());
+        let shutdown = app.shutdown_token();
+        let handle = tokio::spawn(app.run_until_stopped());
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        Self {
+            addr,
+            client,
+            shutdown,
+            handle: Some(handle),
+            _db: db,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.addr)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        into_parts(self.client.get(self.url(path)).send().await.expect("GET")).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        into_parts(
+            self.client
+                .post(self.url(path))
+                .json(body)
+                .send()
+                .await
+                .expect("POST"),
+        )
+        .await
+    }
+
+    pub async fn put(&self, path: &str, body: &Value) -> (u16, Value) {
+        into_parts(
+            self.client
+                .put(self.url(path))
+                .json(body)
+                .send()
+                .await
+                .expect("PUT"),
+        )
+        .await
+    }
+
+    pub async fn patch(&self, path: &str) -> (u16, Value) {
+        into_parts(
+            self.client
+                .patch(self.url(path))
+                .send()
+                .await
+                .expect("PATCH"),
+        )
+        .await
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        into_parts(
+            self.client
+                .delete(self.url(path))
+                .send()
+                .await
+                .expect("DELETE"),
+        )
+        .await
+    }
+
+    pub async fn create_job(&self, body: &Value) -> Value {
+        let (status, json) = self.post("/api/v1/jobs", body).await;
+        assert_eq!(status, 201, "create failed: {json}");
+        json
+    }
+
+    /// Stops the instance as SIGTERM would and waits for it to exit.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(h) = self.handle.take() {
+            h.await.expect("app task").expect("app exited cleanly");
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn into_parts(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    let json = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, json)
+}
+
+/// A minimal valid job body.
+pub fn job(name: &str) -> Value {
+    serde_json::json!({
+        "name": name,
+        "serviceName": "order-service",
+        "handler": "syncOrders",
+        "cron": "0 0 2 * * ?",
+    })
+}
+
+/// The field names of a problem+json validation error.
+pub fn problem_fields(body: &Value) -> Vec<String> {
+    body["errors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| e["field"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[allow(dead_code)]
+pub fn static_executors(service: &str, addrs: &[String]) -> BTreeMap<String, Vec<String>> {
+    BTreeMap::from([(service.to_string(), addrs.to_vec())])
+}
+
+/// Declares each listed `async fn name(backend: Backend)` as two tests, `sqlite::name` and
+/// `mysql::name`, so one body proves the behaviour on both backends.
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::helpers::Backend::Sqlite).await
+                }
+            )*
+        }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::helpers::Backend::MySql).await
+                }
+            )*
+        }
+    };
+}
+pub(crate) use backend_tests;

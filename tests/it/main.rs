@@ -1,0 +1,8 @@
+//! Integration tests: the real application over HTTP, on SQLite and on MySQL/MariaDB.
+
+mod helpers;
+
+mod api_hostile;
+mod api_jobs;
+mod api_misc;
+mod store_contract;

@@ -1,0 +1,180 @@
+//! The storage contract both backends must honour: typed duplicates, atomic fire records,
+//! compare-and-set transitions.
+
+use chrono::{Duration, TimeZone, Utc};
+use jobflow::jobs::{
+    ExecutionStatus, JobRequest, JobSpec, NewExecution, TimeZoneName, TriggerType, execution_id,
+    new_trace_id,
+};
+use jobflow::store::{self, FireClaim, FireOutcome, StoreError, Transition, UniqueKey};
+
+use crate::helpers::{Backend, TestDb, backend_tests, base_settings};
+
+backend_tests!(
+    duplicates_are_typed,
+    fire_claims_are_exclusive_and_atomic,
+    transitions_are_compare_and_set
+);
+
+async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
+    let db = TestDb::create(backend).await;
+    let s = store::connect(&base_settings(&db.url).database)
+        .await
+        .unwrap();
+    s.migrate().await.unwrap();
+    // Migrating twice is a no-op.
+    s.migrate().await.unwrap();
+    (db, s)
+}
+
+fn row(job: &str, fire: chrono::DateTime<Utc>, start: u32, end: u32) -> NewExecution {
+    NewExecution {
+        execution_id: execution_id(job, fire, start, end),
+        trace_id: new_trace_id(),
+        job_name: job.into(),
+        trigger_type: TriggerType::Cron,
+        fire_time: fire,
+        scheduler_instance: "127.0.0.1:8080".into(),
+        shard_start: start,
+        shard_end: end,
+        shard_count: 10,
+        trigger_time: fire,
+        due_time: fire,
+        status: ExecutionStatus::Pending,
+        retry_count: 0,
+        parent_trace_id: None,
+        error_message: None,
+    }
+}
+
+async fn duplicates_are_typed(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let req: JobRequest = serde_json::from_value(serde_json::json!({
+        "name": "j", "serviceName": "s", "handler": "h", "cron": "0 * * * * ?"
+    }))
+    .unwrap();
+    let spec = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap();
+    let rev0 = s.job_revision().await.unwrap();
+    s.create_job(&spec, Some("alice"), Utc::now())
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.create_job(&spec, None, Utc::now()).await,
+        Err(StoreError::Duplicate(UniqueKey::JobName))
+    ));
+    assert_eq!(s.job_revision().await.unwrap(), rev0 + 1);
+    assert_eq!(
+        s.get_job("j").await.unwrap().unwrap().created_by.as_deref(),
+        Some("alice")
+    );
+
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 2, 0, 0).unwrap();
+    let a = row("j", fire, 0, 4);
+    s.record_fire(None, std::slice::from_ref(&a)).await.unwrap();
+    let mut same_id = row("j", fire, 0, 4);
+    same_id.trigger_type = TriggerType::Manual;
+    assert!(matches!(
+        s.record_fire(None, &[same_id]).await,
+        Err(StoreError::Duplicate(UniqueKey::ExecutionId))
+    ));
+    let mut same_trace = row("j", fire, 5, 9);
+    same_trace.trace_id = a.trace_id.clone();
+    assert!(matches!(
+        s.record_fire(None, &[same_trace]).await,
+        Err(StoreError::Duplicate(UniqueKey::TraceId))
+    ));
+}
+
+async fn fire_claims_are_exclusive_and_atomic(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 2, 0, 0).unwrap();
+    let claim = FireClaim {
+        job_name: "j".into(),
+        fire_time: fire,
+        scheduler_instance: "a:1".into(),
+    };
+    let rows = [row("j", fire, 0, 4), row("j", fire, 5, 9)];
+    let FireOutcome::Recorded(recorded) = s.record_fire(Some(&claim), &rows).await.unwrap() else {
+        panic!("first claim must win")
+    };
+    assert_eq!(recorded.len(), 2);
+    assert_eq!(recorded[0].execution_id, "j:20240501020000:0-4");
+    assert_eq!(recorded[0].fire_time, fire);
+    assert_eq!(recorded[0].status, ExecutionStatus::Pending);
+
+    // A second scheduler with another executor view (other ranges) still loses the fire.
+    let other = FireClaim {
+        scheduler_instance: "b:2".into(),
+        ..claim.clone()
+    };
+    let outcome = s
+        .record_fire(Some(&other), &[row("j", fire, 0, 9)])
+        .await
+        .unwrap();
+    assert!(matches!(outcome, FireOutcome::AlreadyFired));
+    assert_eq!(s.last_fire_time("j").await.unwrap(), Some(fire));
+    let page = s
+        .list_executions("j", None, store::PageRequest { page: 0, size: 50 })
+        .await
+        .unwrap();
+    assert_eq!(page.total_elements, 2);
+
+    // A failed row insert rolls the claim back, so the fire can still be recorded later.
+    let fire2 = fire + Duration::minutes(1);
+    let claim2 = FireClaim {
+        fire_time: fire2,
+        ..claim.clone()
+    };
+    let mut clash = row("j", fire2, 0, 9);
+    clash.trace_id = rows[0].trace_id.clone();
+    assert!(
+        s.record_fire(Some(&claim2), &[row("j", fire2, 0, 4), clash])
+            .await
+            .is_err()
+    );
+    assert_eq!(s.last_fire_time("j").await.unwrap(), Some(fire));
+    assert!(matches!(
+        s.record_fire(Some(&claim2), &[row("j", fire2, 0, 9)])
+            .await
+            .unwrap(),
+        FireOutcome::Recorded(_)
+    ));
+    assert_eq!(
+        s.purge_fire_claims(Utc::now() + Duration::seconds(1))
+            .await
+            .unwrap(),
+        2
+    );
+}
+
+async fn transitions_are_compare_and_set(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let fire = Utc::now() - Duration::minutes(10);
+    let r = row("j", fire, 0, 9);
+    s.record_fire(None, std::slice::from_ref(&r)).await.unwrap();
+    assert_eq!(s.due_pending(Utc::now(), 10).await.unwrap().len(), 1);
+
+    let mut start = Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running);
+    start.executor_instance = Some("127.0.0.1:9001".into());
+    start.start_time = Some(fire);
+    assert!(s.transition(&r.trace_id, &start).await.unwrap());
+    assert!(
+        !s.transition(&r.trace_id, &start).await.unwrap(),
+        "second start must lose"
+    );
+    assert!(s.due_pending(Utc::now(), 10).await.unwrap().is_empty());
+    assert_eq!(s.running_since(Utc::now(), 10).await.unwrap().len(), 1);
+
+    let mut timeout = Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Timeout);
+    timeout.error_message = Some("no answer".into());
+    assert!(s.transition(&r.trace_id, &timeout).await.unwrap());
+    // A late success does not overwrite the compensator's verdict.
+    let mut late = Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Success);
+    late.result_message = Some("done".into());
+    assert!(!s.transition(&r.trace_id, &late).await.unwrap());
+    let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
+    assert_eq!(e.status, ExecutionStatus::Timeout);
+    assert_eq!(e.executor_instance.as_deref(), Some("127.0.0.1:9001"));
+    assert_eq!(e.error_message.as_deref(), Some("no answer"));
+    assert_eq!(e.result_message, None);
+}
