@@ -1,25 +1,34 @@
-//! Building and running one JobFlow instance: bind, migrate, serve, shut down cleanly.
+//! Building and running one JobFlow instance: bind, migrate, load, register, serve, and shut
+//! down in the order that loses nothing (SPEC §12).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
+use crate::compensation::Compensator;
 use crate::config::Settings;
+use crate::discovery::{Discovery, Standalone};
+use crate::dispatch::Dispatcher;
+use crate::engine::{ClusterState, Engine};
 use crate::jobs::TimeZoneName;
 use crate::{store, telemetry};
 
 pub struct Application {
     listener: TcpListener,
     state: AppState,
+    engine: Engine,
+    compensator: Compensator,
     shutdown: CancellationToken,
 }
 
 impl Application {
-    /// Connects and migrates the database and binds the listener (port 0 picks a free port).
+    /// Connects and migrates the database, loads the jobs and binds the listener (port 0 picks
+    /// a free port). Nothing is announced to other instances yet.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let store = store::connect(&settings.database)
             .await
@@ -31,16 +40,54 @@ impl Application {
         let listener = TcpListener::bind(&addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
+        let mut settings = settings;
+        if settings.discovery.advertise_port.is_none() {
+            settings.discovery.advertise_port = Some(listener.local_addr()?.port());
+        }
+        let discovery: Arc<dyn Discovery> = Arc::new(
+            Standalone::new(settings.advertised_addr(), &settings.executors.static_)
+                .map_err(anyhow::Error::msg)?,
+        );
+        let dispatcher = Arc::new(Dispatcher::new(
+            &settings,
+            store.clone(),
+            discovery.clone(),
+        )?);
+        let cluster = Arc::new(ClusterState::new(settings.scheduler.ownership));
+        let job_changes = Arc::new(tokio::sync::Notify::new());
+        let engine = Engine::load(
+            &settings,
+            store.clone(),
+            discovery.clone(),
+            dispatcher.clone(),
+            cluster.clone(),
+            job_changes.clone(),
+        )
+        .await
+        .context("loading jobs")?;
+        let compensator = Compensator::new(
+            settings.compensation.clone(),
+            settings.scheduler.misfire_threshold_seconds,
+            store.clone(),
+            discovery.clone(),
+            dispatcher.clone(),
+            cluster.clone(),
+        );
         let state = AppState {
             store,
             settings: Arc::new(settings),
             default_tz,
             metrics: telemetry::metrics_handle(),
-            job_changes: Arc::new(tokio::sync::Notify::new()),
+            job_changes,
+            dispatcher,
+            discovery,
+            cluster,
         };
         Ok(Self {
             listener,
             state,
+            engine,
+            compensator,
             shutdown: CancellationToken::new(),
         })
     }
@@ -60,17 +107,45 @@ impl Application {
         self.shutdown.clone()
     }
 
-    /// Serves until SIGTERM/SIGINT or the shutdown token.
+    /// Serves until SIGTERM/SIGINT or the shutdown token, then: deregister (others take over
+    /// at once), stop firing, stop the API, let in-flight calls finish within the grace period.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        let token = self.shutdown.clone();
-        tokio::spawn(forward_signals(token.clone()));
-        tracing::info!(addr = %self.local_addr(), backend = self.state.store.backend(), "JobFlow listening");
-        axum::serve(self.listener, api::router(self.state))
-            .with_graceful_shutdown(async move { token.cancelled().await })
+        let Self {
+            listener,
+            state,
+            engine,
+            compensator,
+            shutdown,
+        } = self;
+        tokio::spawn(forward_signals(shutdown.clone()));
+        let addr = listener.local_addr()?;
+        let background = CancellationToken::new();
+        let engine_task = tokio::spawn(engine.run(background.clone()));
+        let compensation_task = tokio::spawn(compensator.run(background.clone()));
+        state
+            .discovery
+            .register()
             .await
-            .context("serving HTTP")?;
+            .context("registering this instance")?;
+        tracing::info!(%addr, instance = state.discovery.self_id(), backend = state.store.backend(), "JobFlow listening");
+
+        let stopping = shutdown.clone();
+        let server = axum::serve(listener, api::router(state.clone()))
+            .with_graceful_shutdown(async move { stopping.cancelled().await });
+        let served = server.await.context("serving HTTP");
+
+        state.discovery.deregister().await;
+        background.cancel();
+        let _ = tokio::join!(engine_task, compensation_task);
+        let grace = Duration::from_secs(state.settings.server.shutdown_grace_seconds);
+        if !state.dispatcher.drain(grace).await {
+            tracing::warn!(
+                grace_seconds = grace.as_secs(),
+                "in-flight executor calls outlived the grace period; compensation settles them"
+            );
+        }
         tracing::info!("JobFlow stopped");
-        Ok(())
+        served
     }
 }
 

@@ -32,6 +32,8 @@ pub struct ServerSettings {
     pub host: String,
     pub port: u16,
     pub request_timeout_seconds: u64,
+    /// On shutdown, how long in-flight executor calls may still finish.
+    pub shutdown_grace_seconds: u64,
 }
 
 impl Default for ServerSettings {
@@ -40,6 +42,7 @@ impl Default for ServerSettings {
             host: "0.0.0.0".into(),
             port: 8080,
             request_timeout_seconds: 30,
+            shutdown_grace_seconds: 30,
         }
     }
 }
@@ -125,7 +128,12 @@ pub struct SchedulerSettings {
     pub timezone: String,
     pub ownership: OwnershipStrategy,
     pub misfire_threshold_seconds: u64,
+    /// A fire at most this late is on time, whatever the misfire policy.
+    pub misfire_tolerance_millis: u64,
     pub job_refresh_millis: u64,
+    /// First retry delay; doubled per retry, with jitter, up to the maximum.
+    pub retry_backoff_millis: u64,
+    pub retry_backoff_max_millis: u64,
 }
 
 impl Default for SchedulerSettings {
@@ -134,7 +142,10 @@ impl Default for SchedulerSettings {
             timezone: "UTC".into(),
             ownership: OwnershipStrategy::JavaHash,
             misfire_threshold_seconds: 600,
+            misfire_tolerance_millis: 5000,
             job_refresh_millis: 1000,
+            retry_backoff_millis: 1000,
+            retry_backoff_max_millis: 60_000,
         }
     }
 }
@@ -375,6 +386,21 @@ impl Settings {
             return Err(invalid(
                 "scheduler.job_refresh_millis",
                 "must be at least 1",
+            ));
+        }
+        if self.scheduler.retry_backoff_millis == 0
+            || self.scheduler.retry_backoff_max_millis < self.scheduler.retry_backoff_millis
+        {
+            return Err(invalid(
+                "scheduler.retry_backoff_max_millis",
+                "must be at least scheduler.retry_backoff_millis, which must be at least 1",
+            ));
+        }
+        if self.scheduler.misfire_tolerance_millis > self.scheduler.misfire_threshold_seconds * 1000
+        {
+            return Err(invalid(
+                "scheduler.misfire_tolerance_millis",
+                "must not exceed scheduler.misfire_threshold_seconds",
             ));
         }
         if self.compensation.interval_seconds == 0 {

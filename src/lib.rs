@@ -6,15 +6,21 @@
 //!   into these types at the edge.
 //! - [`store`]: persistence behind the `Store` trait, MySQL and SQLite implementations.
 //! - [`api`]: the REST API, OpenAPI document and Swagger UI, health and metrics endpoints.
-//! - [`discovery`]: scheduler instances and executor addresses.
+//! - [`engine`]: ownership of jobs and their timers (one loop, one queue), misfire handling.
+//! - [`dispatch`]: shard plans, execution rows, executor HTTP calls, failover, retries.
+//! - [`compensation`]: the leader's sweep over abandoned PENDING and stuck RUNNING rows.
+//! - [`discovery`]: scheduler instances and executor addresses (standalone or Nacos).
 //! - [`telemetry`]: logging and the Prometheus recorder.
 //! - [`app`]: building and running one instance.
 
 pub mod api;
 pub mod app;
 pub mod cli;
+pub mod compensation;
 pub mod config;
 pub mod discovery;
+pub mod dispatch;
+pub mod engine;
 pub mod jobs;
 pub mod store;
 pub mod telemetry;

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::dispatch::DispatchError;
 use crate::jobs::FieldError;
 use crate::store::{StoreError, UniqueKey};
 
@@ -128,6 +129,21 @@ impl From<StoreError> for ApiError {
                 Self::Unavailable("the database is not reachable".into())
             }
             other => Self::Internal(other.into()),
+        }
+    }
+}
+
+impl From<DispatchError> for ApiError {
+    fn from(e: DispatchError) -> Self {
+        match e {
+            DispatchError::JobNotFound(name) => Self::job_not_found(&name),
+            DispatchError::ExecutionNotFound(t) => {
+                Self::NotFound(format!("execution `{}` does not exist", truncate(&t)))
+            }
+            e @ (DispatchError::NotFinished(_) | DispatchError::NotRunning(_)) => {
+                Self::Conflict(e.to_string())
+            }
+            DispatchError::Store(e) => e.into(),
         }
     }
 }

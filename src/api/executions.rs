@@ -1,14 +1,13 @@
 //! Executions: history of a job, lookup by trace id, manual trigger and retry.
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem};
-use super::extract::{Path, Query};
+use super::extract::{Path, Query, ValidJson};
 use super::{AppState, PageParams};
 use crate::jobs::{Execution, ExecutionStatus};
 use crate::store::Page;
@@ -19,6 +18,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_execution))
         .routes(routes!(trigger_job))
         .routes(routes!(retry_execution))
+        .routes(routes!(report_result))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -87,7 +87,8 @@ pub fn execution_not_found(trace_id: &str) -> ApiError {
     ))
 }
 
-/// Fire a job now, on this instance, whoever owns it. Returns one execution per shard range.
+/// Fire a job now, on this instance, whoever owns it. Returns one execution per shard range
+/// (PENDING; follow them by trace id).
 #[utoipa::path(post, path = "/api/v1/jobs/{name}/trigger", tag = "executions",
     params(("name" = String, Path, description = "Job name")),
     responses(
@@ -97,13 +98,8 @@ pub fn execution_not_found(trace_id: &str) -> ApiError {
 async fn trigger_job(
     State(state): State<AppState>,
     Path(name): Path<String>,
-) -> Result<(StatusCode, axum::Json<Vec<Execution>>), ApiError> {
-    let _ = state
-        .store
-        .get_job(&name)
-        .await?
-        .ok_or_else(|| ApiError::job_not_found(&name))?;
-    Err(ApiError::NotImplemented("manual trigger is dispatched by the scheduling engine, which this build does not contain yet".into()))
+) -> Result<axum::Json<Vec<Execution>>, ApiError> {
+    Ok(axum::Json(state.dispatcher.trigger(&name).await?))
 }
 
 /// Run a finished execution's shard range again as a new RETRY execution.
@@ -111,20 +107,55 @@ async fn trigger_job(
     params(("traceId" = String, Path, description = "Trace id of the execution to retry")),
     responses(
         (status = 200, description = "The new execution", body = Execution),
-        (status = 404, description = "No such execution", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such execution, or its job was deleted", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The execution has not finished", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn retry_execution(
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
 ) -> Result<axum::Json<Execution>, ApiError> {
-    let _ = state
-        .store
-        .get_execution(&trace_id)
-        .await?
-        .ok_or_else(|| execution_not_found(&trace_id))?;
-    Err(ApiError::NotImplemented(
-        "retry is dispatched by the scheduling engine, which this build does not contain yet"
-            .into(),
+    Ok(axum::Json(state.dispatcher.retry(&trace_id).await?))
+}
+
+/// The result an executor reports for an execution it accepted with 202.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResultReport {
+    pub success: bool,
+    /// Result text (success) or error text (failure), at most 4000 characters.
+    pub message: Option<String>,
+}
+
+/// Report the result of an asynchronous (202) execution. Settles a RUNNING execution once;
+/// a failure gets the retry policy.
+#[utoipa::path(post, path = "/api/v1/jobs/executions/{traceId}/result", tag = "executions",
+    params(("traceId" = String, Path, description = "Trace id of the execution")),
+    request_body = ResultReport,
+    responses(
+        (status = 200, description = "The execution after the report", body = Execution),
+        (status = 400, description = "Invalid report", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such execution", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The execution is not RUNNING (already settled)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn report_result(
+    State(state): State<AppState>,
+    Path(trace_id): Path<String>,
+    ValidJson(report): ValidJson<ResultReport>,
+) -> Result<axum::Json<Execution>, ApiError> {
+    if report
+        .message
+        .as_ref()
+        .is_some_and(|m| m.chars().count() > 4000)
+    {
+        return Err(ApiError::field(
+            "message",
+            "must be at most 4000 characters",
+        ));
+    }
+    Ok(axum::Json(
+        state
+            .dispatcher
+            .report(&trace_id, report.success, report.message)
+            .await?,
     ))
 }

@@ -1,6 +1,7 @@
 //! The REST API (SPEC §8): JSON in camelCase, errors as problem+json, OpenAPI generated from
 //! the handlers and served with Swagger UI from the binary.
 
+mod cluster;
 mod cron;
 pub mod error;
 mod executions;
@@ -22,6 +23,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::Settings;
+use crate::discovery::Discovery;
+use crate::dispatch::Dispatcher;
+use crate::engine::ClusterState;
 use crate::jobs::TimeZoneName;
 use crate::store::{PageRequest, Store};
 pub use error::{ApiError, Problem};
@@ -39,6 +43,9 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Wakes the scheduling engine after a job change made through this instance.
     pub job_changes: Arc<tokio::sync::Notify>,
+    pub dispatcher: Arc<Dispatcher>,
+    pub discovery: Arc<dyn Discovery>,
+    pub cluster: Arc<ClusterState>,
 }
 
 impl AppState {
@@ -48,7 +55,10 @@ impl AppState {
 
     /// `UP` or `DOWN: reason` for the readiness check.
     pub fn discovery_status(&self) -> String {
-        "UP".into()
+        match self.discovery.status() {
+            Ok(()) => "UP".into(),
+            Err(reason) => format!("DOWN: {reason}"),
+        }
     }
 }
 
@@ -81,6 +91,7 @@ impl PageParams {
     tags(
         (name = "jobs", description = "Job definitions"),
         (name = "executions", description = "Executions: history, trigger, retry"),
+        (name = "cluster", description = "Scheduler instances and job ownership"),
         (name = "health", description = "Health and metrics"),
     )
 )]
@@ -96,6 +107,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(jobs::router())
         .merge(executions::router())
         .merge(cron::router())
+        .merge(cluster::router())
         .merge(health::router())
 }
 

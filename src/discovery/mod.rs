@@ -1,9 +1,41 @@
 //! Who the schedulers are and where the executors are.
 //!
-//! `standalone` (this module's `Standalone`): one scheduler, executors from
+//! The engine sees only the `Discovery` trait. `standalone`: one scheduler, executors from
 //! `[executors.static]`.
 
+mod standalone;
+
 use std::fmt;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+pub use standalone::Standalone;
+
+/// One executor instance of a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorInstance {
+    pub addr: InstanceAddr,
+    /// Endpoint prefix announced by the instance (Nacos metadata); `executor.path_prefix`
+    /// otherwise.
+    pub path_prefix: Option<String>,
+}
+
+#[async_trait]
+pub trait Discovery: Send + Sync + 'static {
+    /// This instance's id, `ip:port` as advertised.
+    fn self_id(&self) -> &str;
+    /// The healthy scheduler instances; changes are pushed through the channel.
+    fn schedulers(&self) -> watch::Receiver<Vec<String>>;
+    /// Healthy, enabled instances of an executor service, sorted by `ip:port`.
+    async fn executors(&self, service: &str) -> Vec<ExecutorInstance>;
+    /// Announces this instance (called once it is ready to serve).
+    async fn register(&self) -> anyhow::Result<()>;
+    /// Withdraws this instance (first step of shutdown).
+    async fn deregister(&self);
+    /// `Err(reason)` while discovery is degraded (readiness).
+    fn status(&self) -> Result<(), String>;
+}
 
 /// An `ip:port` instance address; instances are ordered by this text everywhere (ownership,
 /// shard assignment), as the Java JobFlow orders its instance ids.

@@ -95,6 +95,15 @@ impl CronSchedule {
             .map(|t| t.with_timezone(&Utc))
     }
 
+    /// The latest fire at or before `at` (second precision), if any.
+    pub fn latest_at_or_before(&self, at: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+        let local = at.trunc_subsecs(0).with_timezone(&tz);
+        self.cron
+            .find_previous_occurrence(&local, true)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    }
+
     /// Up to `count` fire times strictly after `after`.
     pub fn upcoming(&self, after: DateTime<Utc>, tz: Tz, count: usize) -> Vec<DateTime<Utc>> {
         let mut out = Vec::with_capacity(count);
@@ -332,6 +341,17 @@ mod tests {
         assert_eq!(
             s.next_after(t, Tz::UTC).unwrap().to_rfc3339(),
             "2024-01-01T00:00:01+00:00"
+        );
+    }
+
+    #[test]
+    fn latest_at_or_before_includes_the_instant() {
+        let s = CronSchedule::parse("0 */10 * * * ?").unwrap();
+        let at = utc("2024-01-01T00:20:00Z");
+        assert_eq!(s.latest_at_or_before(at, Tz::UTC), Some(at));
+        assert_eq!(
+            s.latest_at_or_before(utc("2024-01-01T00:29:59.900Z"), Tz::UTC),
+            Some(at)
         );
     }
 

@@ -191,6 +191,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<FireOutcome, StoreError>;
     /// The most recent claimed fire of a job (misfire detection).
     async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// The most recent claimed fire of every job fired at or after `since`.
+    async fn recent_fires(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<std::collections::HashMap<String, DateTime<Utc>>, StoreError>;
     async fn purge_fire_claims(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
 
     async fn get_execution(&self, trace_id: &str) -> Result<Option<Execution>, StoreError>;

@@ -315,6 +315,18 @@ macro_rules! sql_store {
                     .await?)
             }
 
+            async fn recent_fires(
+                &self,
+                since: chrono::DateTime<chrono::Utc>,
+            ) -> Result<std::collections::HashMap<String, chrono::DateTime<chrono::Utc>>, $crate::store::StoreError> {
+                let rows: Vec<(String, chrono::DateTime<chrono::Utc>)> =
+                    sqlx::query_as("SELECT job_name, MAX(fire_time) FROM job_fire WHERE fire_time >= ? GROUP BY job_name")
+                        .bind($crate::store::ms(since))
+                        .fetch_all(&self.pool)
+                        .await?;
+                Ok(rows.into_iter().collect())
+            }
+
             async fn purge_fire_claims(&self, before: chrono::DateTime<chrono::Utc>) -> Result<u64, $crate::store::StoreError> {
                 Ok(sqlx::query("DELETE FROM job_fire WHERE created_at < ?")
                     .bind($crate::store::ms(before))

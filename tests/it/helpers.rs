@@ -108,6 +108,8 @@ pub fn base_settings(db_url: &str) -> Settings {
 pub struct TestApp {
     pub addr: String,
     pub client: reqwest::Client,
+    /// The instance's database, for arranging rows a test needs.
+    pub store: Arc<dyn jobflow::store::Store>,
     shutdown: CancellationToken,
     handle: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     /// Keeps the database alive as long as the instance.
@@ -125,6 +127,9 @@ impl TestApp {
     pub async fn spawn_with(db: Arc<TestDb>, tweak: impl FnOnce(&mut Settings)) -> Self {
         let mut settings = base_settings(&db.url);
         tweak(&mut settings);
+        let store = jobflow::store::connect(&settings.database)
+            .await
+            .expect("connect store");
         let app = Application::build(settings).await.expect("build app");
         let addr = format!("http://127.0.0.1:{}", app.port());
         let shutdown = app.shutdown_token();
@@ -136,6 +141,7 @@ impl TestApp {
         Self {
             addr,
             client,
+            store,
             shutdown,
             handle: Some(handle),
             _db: db,
@@ -196,6 +202,26 @@ impl TestApp {
         .await
     }
 
+    /// Every execution of `job`, newest first.
+    pub async fn executions(&self, job: &str) -> Vec<Value> {
+        let (status, page) = self
+            .get(&format!("/api/v1/jobs/{job}/executions?size=200"))
+            .await;
+        assert_eq!(status, 200, "{page}");
+        page["content"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn create_job(&self, body: &Value) -> Value {
         let (status, json) = self.post("/api/v1/jobs", body).await;
         assert_eq!(status, 201, "create failed: {json}");
@@ -228,6 +254,25 @@ async fn into_parts(resp: reqwest::Response) -> (u16, Value) {
     (status, json)
 }
 
+/// Polls `check` until it returns `Some`, or fails the test after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A minimal valid job body.
 pub fn job(name: &str) -> Value {
     serde_json::json!({
@@ -250,7 +295,6 @@ pub fn problem_fields(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[allow(dead_code)]
 pub fn static_executors(service: &str, addrs: &[String]) -> BTreeMap<String, Vec<String>> {
     BTreeMap::from([(service.to_string(), addrs.to_vec())])
 }

@@ -1,8 +1,10 @@
 //! Integration tests: the real application over HTTP, on SQLite and on MySQL/MariaDB.
 
 mod helpers;
+mod recorder;
 
 mod api_hostile;
 mod api_jobs;
 mod api_misc;
+mod engine_dispatch;
 mod store_contract;

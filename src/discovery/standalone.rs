@@ -1,0 +1,68 @@
+//! Standalone discovery: this instance is the only scheduler; executors are the static
+//! addresses of `[executors.static]`.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use super::{Discovery, ExecutorInstance, InstanceAddr};
+
+pub struct Standalone {
+    me: String,
+    schedulers: watch::Sender<Vec<String>>,
+    executors: BTreeMap<String, Vec<ExecutorInstance>>,
+}
+
+impl Standalone {
+    pub fn new(me: String, executors: &BTreeMap<String, Vec<String>>) -> Result<Self, String> {
+        let executors = executors
+            .iter()
+            .map(|(service, addrs)| {
+                let mut list = addrs
+                    .iter()
+                    .map(|a| {
+                        InstanceAddr::parse(a).map(|addr| ExecutorInstance {
+                            addr,
+                            path_prefix: None,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                list.sort_by(|a, b| a.addr.cmp(&b.addr));
+                list.dedup_by(|a, b| a.addr == b.addr);
+                Ok((service.clone(), list))
+            })
+            .collect::<Result<_, String>>()?;
+        let (schedulers, _) = watch::channel(vec![me.clone()]);
+        Ok(Self {
+            me,
+            schedulers,
+            executors,
+        })
+    }
+}
+
+#[async_trait]
+impl Discovery for Standalone {
+    fn self_id(&self) -> &str {
+        &self.me
+    }
+
+    fn schedulers(&self) -> watch::Receiver<Vec<String>> {
+        self.schedulers.subscribe()
+    }
+
+    async fn executors(&self, service: &str) -> Vec<ExecutorInstance> {
+        self.executors.get(service).cloned().unwrap_or_default()
+    }
+
+    async fn register(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    async fn deregister(&self) {}
+
+    fn status(&self) -> Result<(), String> {
+        Ok(())
+    }
+}

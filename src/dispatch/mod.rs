@@ -1,0 +1,678 @@
+//! Dispatch (SPEC §6): turning a fire into execution rows and executor calls.
+//!
+//! For every fire the rows are written first (one per shard range, PENDING), atomically with
+//! the fire claim for cron fires, and only then are the executors called. Each row moves
+//! PENDING → RUNNING → SUCCESS | FAILED | TIMEOUT by compare-and-set, so whoever takes a row
+//! first (this dispatcher, a retry timer, the compensator) is the only one to call for it.
+
+mod backoff;
+pub mod call;
+pub mod plan;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+pub use backoff::Backoff;
+use call::{Call, CallOutcome, ExecutorRequest};
+
+use crate::config::Settings;
+use crate::discovery::{Discovery, ExecutorInstance};
+use crate::jobs::{
+    Execution, ExecutionStatus, JobDefinition, NewExecution, TriggerType, execution_id,
+    new_trace_id,
+};
+use crate::store::{FireClaim, FireOutcome, Store, StoreError, Transition};
+
+use ExecutionStatus::{Failed, Pending, Running, Success, Timeout};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("job `{0}` does not exist")]
+    JobNotFound(String),
+    #[error("execution `{0}` does not exist")]
+    ExecutionNotFound(String),
+    #[error("execution is {0}; only finished executions can be retried")]
+    NotFinished(ExecutionStatus),
+    #[error("execution is {0}, not RUNNING; its result was already decided")]
+    NotRunning(ExecutionStatus),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// How a cron fire ended up.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FireResult {
+    Dispatched(usize),
+    AlreadyFired,
+}
+
+pub struct Dispatcher {
+    store: Arc<dyn Store>,
+    discovery: Arc<dyn Discovery>,
+    http: reqwest::Client,
+    path_prefix: String,
+    secret: Option<Vec<u8>>,
+    report_base: String,
+    backoff: Backoff,
+    permits: Semaphore,
+    tasks: TaskTracker,
+    /// Cancels waits (retry backoff) on shutdown; calls already made are left to finish.
+    stopping: CancellationToken,
+    /// Set when a fire could not be recorded because the database failed; the engine then
+    /// re-applies the misfire rules to every owned job once the database answers again.
+    store_failed: AtomicBool,
+}
+
+impl Dispatcher {
+    pub fn new(
+        settings: &Settings,
+        store: Arc<dyn Store>,
+        discovery: Arc<dyn Discovery>,
+    ) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .pool_idle_timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("jobflow/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        let report_base = format!("http://{}", discovery.self_id());
+        Ok(Self {
+            store,
+            discovery,
+            http,
+            path_prefix: settings.executor.path_prefix.clone(),
+            secret: settings
+                .executor
+                .signing_secret
+                .as_ref()
+                .map(|s| s.expose().as_bytes().to_vec()),
+            report_base,
+            backoff: Backoff {
+                base: Duration::from_millis(settings.scheduler.retry_backoff_millis),
+                max: Duration::from_millis(settings.scheduler.retry_backoff_max_millis),
+            },
+            permits: Semaphore::new(settings.executor.max_in_flight),
+            tasks: TaskTracker::new(),
+            stopping: CancellationToken::new(),
+            store_failed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn instance_id(&self) -> &str {
+        self.discovery.self_id()
+    }
+
+    /// True once after a fire failed to be recorded because of the database.
+    pub fn take_store_failure(&self) -> bool {
+        self.store_failed.swap(false, Ordering::AcqRel)
+    }
+
+    /// Stops accepting work and waits up to `grace` for in-flight dispatches.
+    pub async fn drain(&self, grace: Duration) -> bool {
+        self.stopping.cancel();
+        self.tasks.close();
+        tokio::time::timeout(grace, self.tasks.wait()).await.is_ok()
+    }
+
+    /// Records and dispatches the cron fire `(job, fire_time)`. Exactly one scheduler wins the
+    /// fire claim; the others get `AlreadyFired`.
+    pub async fn fire_cron(
+        self: &Arc<Self>,
+        job: Arc<JobDefinition>,
+        fire_time: DateTime<Utc>,
+    ) -> Result<FireResult, StoreError> {
+        let fire_time = fire_time.trunc_subsecs(0);
+        let claim = FireClaim {
+            job_name: job.name().to_string(),
+            fire_time,
+            scheduler_instance: self.instance_id().to_string(),
+        };
+        let executors = self
+            .discovery
+            .executors(job.spec.service_name.as_str())
+            .await;
+        let rows = self.plan_rows(&job, fire_time, TriggerType::Cron, &executors);
+        match self.store.record_fire(Some(&claim), &rows).await {
+            Ok(FireOutcome::Recorded(recorded)) => {
+                metrics::counter!("scheduler_fires_total", "job" => job.name().to_string(), "trigger" => "CRON").increment(1);
+                let n = recorded.len();
+                self.start(job, recorded, &executors);
+                Ok(FireResult::Dispatched(n))
+            }
+            Ok(FireOutcome::AlreadyFired) => {
+                metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job" => job.name().to_string()).increment(1);
+                tracing::info!(job = %job.name(), %fire_time, "fire already dispatched by another scheduler; skipped");
+                Ok(FireResult::AlreadyFired)
+            }
+            Err(e) => {
+                self.store_failed.store(true, Ordering::Release);
+                Err(e)
+            }
+        }
+    }
+
+    /// Dispatches a due cron fire in the background.
+    pub fn spawn_fire(self: &Arc<Self>, job: Arc<JobDefinition>, fire_time: DateTime<Utc>) {
+        let this = self.clone();
+        self.tasks.spawn(async move {
+            let name = job.name().to_string();
+            if let Err(e) = this.fire_cron(job, fire_time).await {
+                tracing::error!(job = %name, %fire_time, error = %e, "could not record the fire; it is retried under the misfire policy once the database answers");
+            }
+        });
+    }
+
+    /// Fires `job` now on this instance (manual trigger; not subject to ownership).
+    pub async fn trigger(
+        self: &Arc<Self>,
+        job_name: &str,
+    ) -> Result<Vec<Execution>, DispatchError> {
+        let job = Arc::new(
+            self.store
+                .get_job(job_name)
+                .await?
+                .ok_or_else(|| DispatchError::JobNotFound(job_name.into()))?,
+        );
+        let executors = self
+            .discovery
+            .executors(job.spec.service_name.as_str())
+            .await;
+        let rows = self.plan_rows(
+            &job,
+            Utc::now().trunc_subsecs(0),
+            TriggerType::Manual,
+            &executors,
+        );
+        let FireOutcome::Recorded(recorded) = self.store.record_fire(None, &rows).await? else {
+            unreachable!("unclaimed fires are always recorded")
+        };
+        metrics::counter!("scheduler_fires_total", "job" => job.name().to_string(), "trigger" => "MANUAL").increment(1);
+        self.start(job, recorded.clone(), &executors);
+        Ok(recorded)
+    }
+
+    /// Runs a finished execution's range again as a new RETRY execution (operator's retry).
+    pub async fn retry(self: &Arc<Self>, trace_id: &str) -> Result<Execution, DispatchError> {
+        let parent = self
+            .store
+            .get_execution(trace_id)
+            .await?
+            .ok_or_else(|| DispatchError::ExecutionNotFound(trace_id.into()))?;
+        if !parent.status.is_final() {
+            return Err(DispatchError::NotFinished(parent.status));
+        }
+        let job = Arc::new(
+            self.store
+                .get_job(&parent.job_name)
+                .await?
+                .ok_or_else(|| DispatchError::JobNotFound(parent.job_name.clone()))?,
+        );
+        let trace = new_trace_id();
+        let row = self.child_row(
+            &parent,
+            TriggerType::Retry,
+            format!(
+                "{}:RETRY:{trace}:{}-{}",
+                parent.job_name, parent.shard_start, parent.shard_end
+            ),
+            trace,
+            Utc::now(),
+        );
+        let FireOutcome::Recorded(mut recorded) = self.store.record_fire(None, &[row]).await?
+        else {
+            unreachable!("unclaimed fires are always recorded")
+        };
+        let exec = recorded.pop().expect("one row recorded");
+        self.spawn_run(job, exec.clone(), None);
+        Ok(exec)
+    }
+
+    /// The result of an asynchronous (202) execution, reported by the executor.
+    pub async fn report(
+        self: &Arc<Self>,
+        trace_id: &str,
+        success: bool,
+        message: Option<String>,
+    ) -> Result<Execution, DispatchError> {
+        let exec = self
+            .store
+            .get_execution(trace_id)
+            .await?
+            .ok_or_else(|| DispatchError::ExecutionNotFound(trace_id.into()))?;
+        let status = if success { Success } else { Failed };
+        let (result, error) = if success {
+            (message, None)
+        } else {
+            (
+                None,
+                Some(message.unwrap_or_else(|| "the executor reported failure".into())),
+            )
+        };
+        if !self.finish(&exec, status, result, error).await? {
+            let now = self
+                .store
+                .get_execution(trace_id)
+                .await?
+                .map(|e| e.status)
+                .unwrap_or(exec.status);
+            return Err(DispatchError::NotRunning(now));
+        }
+        if !success {
+            self.after_failure(&exec).await;
+        }
+        Ok(self.store.get_execution(trace_id).await?.unwrap_or(exec))
+    }
+
+    /// Dispatches a stored PENDING row (compensation: its scheduler died before calling).
+    pub async fn resume(self: &Arc<Self>, exec: Execution) -> Result<(), StoreError> {
+        match self.store.get_job(&exec.job_name).await? {
+            Some(job) => self.spawn_run(Arc::new(job), exec, None),
+            None => {
+                let t = Transition {
+                    error_message: Some(
+                        "the job was deleted before this execution was dispatched".into(),
+                    ),
+                    finish_time: Some(Utc::now()),
+                    ..Transition::to(&[Pending], Failed)
+                };
+                self.store.transition(&exec.trace_id, &t).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Settles a RUNNING row nobody is waiting for (compensation) with `status`, then applies
+    /// the retry policy. `false` when the row had already moved on.
+    pub async fn settle_stuck(
+        self: &Arc<Self>,
+        exec: &Execution,
+        status: ExecutionStatus,
+        message: String,
+    ) -> Result<bool, StoreError> {
+        let (result, error) = if status == Success {
+            (Some(message), None)
+        } else {
+            (None, Some(message))
+        };
+        let changed = self.finish(exec, status, result, error).await?;
+        if changed && status != Success {
+            self.retry_later(exec, TriggerType::Compensation).await;
+        }
+        Ok(changed)
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The URL of the executor endpoint for `handler` on `instance`.
+    pub fn endpoint(&self, instance: &ExecutorInstance, handler: &str) -> (String, String) {
+        let prefix = instance.path_prefix.as_deref().unwrap_or(&self.path_prefix);
+        (
+            format!("http://{}", instance.addr),
+            format!("{prefix}/{handler}"),
+        )
+    }
+
+    /// One row per shard range over the live executors, or a single FAILED row when there is
+    /// no executor at all (the retry policy then applies to it).
+    fn plan_rows(
+        &self,
+        job: &JobDefinition,
+        fire_time: DateTime<Utc>,
+        trigger: TriggerType,
+        executors: &[ExecutorInstance],
+    ) -> Vec<NewExecution> {
+        let now = Utc::now();
+        let name = job.name().as_str();
+        let shard_count = job.spec.shard_count;
+        let ranges = plan::split(shard_count, executors.len());
+        let make = |start: u32, end: u32, status: ExecutionStatus, error: Option<String>| {
+            let trace_id = new_trace_id();
+            let execution_id = match trigger {
+                TriggerType::Cron => execution_id(name, fire_time, start, end),
+                _ => format!("{name}:{}:{trace_id}:{start}-{end}", trigger.as_str()),
+            };
+            NewExecution {
+                execution_id,
+                trace_id,
+                job_name: name.to_string(),
+                trigger_type: trigger,
+                fire_time,
+                scheduler_instance: self.instance_id().to_string(),
+                shard_start: start,
+                shard_end: end,
+                shard_count,
+                trigger_time: now,
+                due_time: now,
+                status,
+                retry_count: 0,
+                parent_trace_id: None,
+                error_message: error,
+            }
+        };
+        if ranges.is_empty() {
+            let msg = format!(
+                "no executor instance available for service `{}`",
+                job.spec.service_name
+            );
+            return vec![make(0, shard_count - 1, Failed, Some(msg))];
+        }
+        ranges
+            .iter()
+            .map(|r| make(r.start, r.end, Pending, None))
+            .collect()
+    }
+
+    fn child_row(
+        &self,
+        parent: &Execution,
+        trigger: TriggerType,
+        execution_id: String,
+        trace_id: String,
+        due: DateTime<Utc>,
+    ) -> NewExecution {
+        NewExecution {
+            execution_id,
+            trace_id,
+            job_name: parent.job_name.clone(),
+            trigger_type: trigger,
+            fire_time: parent.fire_time,
+            scheduler_instance: self.instance_id().to_string(),
+            shard_start: parent.shard_start,
+            shard_end: parent.shard_end,
+            shard_count: parent.shard_count,
+            trigger_time: Utc::now(),
+            due_time: due,
+            status: Pending,
+            retry_count: parent.retry_count + 1,
+            parent_trace_id: Some(parent.trace_id.clone()),
+            error_message: None,
+        }
+    }
+
+    /// Starts the calls for freshly recorded rows; row `i` goes to executor `i`.
+    fn start(
+        self: &Arc<Self>,
+        job: Arc<JobDefinition>,
+        rows: Vec<Execution>,
+        executors: &[ExecutorInstance],
+    ) {
+        for (i, exec) in rows.into_iter().enumerate() {
+            if exec.status == Failed {
+                record_final(&exec, Failed, None);
+                tracing::warn!(trace_id = %exec.trace_id, job = %exec.job_name, error = exec.error_message.as_deref().unwrap_or(""), "execution failed before dispatch");
+                let this = self.clone();
+                self.tasks
+                    .spawn(async move { this.after_failure(&exec).await });
+                continue;
+            }
+            self.spawn_run(job.clone(), exec, Some(i).filter(|i| *i < executors.len()));
+        }
+    }
+
+    fn spawn_run(
+        self: &Arc<Self>,
+        job: Arc<JobDefinition>,
+        exec: Execution,
+        preferred: Option<usize>,
+    ) {
+        let span = tracing::info_span!("execution", trace_id = %exec.trace_id, job = %exec.job_name, execution_id = %exec.execution_id);
+        let this = self.clone();
+        self.tasks
+            .spawn(async move { this.run(job, exec, preferred).await }.instrument(span));
+    }
+
+    /// Takes a PENDING row and calls executors for it until one answers.
+    async fn run(
+        self: Arc<Self>,
+        job: Arc<JobDefinition>,
+        exec: Execution,
+        preferred: Option<usize>,
+    ) {
+        if let Ok(wait) = (exec.due_time - Utc::now()).to_std() {
+            // A retry waiting out its backoff stays PENDING in the database if this instance
+            // stops; the compensator dispatches it then.
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.stopping.cancelled() => return,
+            }
+        }
+        let Ok(_permit) = self.permits.acquire().await else {
+            return;
+        };
+        let executors = self
+            .discovery
+            .executors(job.spec.service_name.as_str())
+            .await;
+        if executors.is_empty() {
+            let msg = format!(
+                "no executor instance available for service `{}`",
+                job.spec.service_name
+            );
+            if let Ok(true) = self
+                .finish_from(&exec, &[Pending], Failed, None, Some(msg), None)
+                .await
+            {
+                self.after_failure(&exec).await;
+            }
+            return;
+        }
+        let first = preferred
+            .or_else(|| plan::executor_for(exec.shard_start, exec.shard_count, executors.len()))
+            .unwrap_or(0);
+        let order: Vec<&ExecutorInstance> = (0..executors.len())
+            .map(|i| &executors[(first + i) % executors.len()])
+            .collect();
+        let started = Utc::now();
+        let start = Transition {
+            executor_instance: Some(order[0].addr.to_string()),
+            start_time: Some(started),
+            ..Transition::to(&[Pending], Running)
+        };
+        match self.store.transition(&exec.trace_id, &start).await {
+            Ok(true) => {}
+            Ok(false) => return tracing::debug!("execution already taken by another dispatcher"),
+            Err(e) => {
+                return tracing::warn!(error = %e, "could not start execution; compensation will pick it up");
+            }
+        }
+        let request = ExecutorRequest::new(
+            &exec,
+            &job,
+            format!(
+                "{}/api/v1/jobs/executions/{}/result",
+                self.report_base, exec.trace_id
+            ),
+        );
+        let mut refused = Vec::new();
+        for (i, instance) in order.iter().enumerate() {
+            if i > 0 {
+                let moved = Transition {
+                    executor_instance: Some(instance.addr.to_string()),
+                    ..Transition::to(&[Running], Running)
+                };
+                if !matches!(
+                    self.store.transition(&exec.trace_id, &moved).await,
+                    Ok(true)
+                ) {
+                    return;
+                }
+            }
+            if exec.trigger_type == TriggerType::Cron && exec.retry_count == 0 {
+                let delay = (Utc::now() - exec.fire_time).num_milliseconds().max(0) as f64 / 1000.0;
+                metrics::histogram!("scheduler_fire_delay_seconds").record(delay);
+            }
+            let (base_url, path) = self.endpoint(instance, job.spec.handler.as_str());
+            tracing::info!(executor = %instance.addr, shard_start = exec.shard_start, shard_end = exec.shard_end, "calling executor");
+            let outcome = Call {
+                http: &self.http,
+                base_url,
+                path,
+                request: &request,
+                secret: self.secret.as_deref(),
+                timeout: Duration::from_secs(job.spec.timeout_seconds as u64),
+            }
+            .send()
+            .await;
+            match outcome {
+                CallOutcome::Unreachable(err) => {
+                    tracing::warn!(executor = %instance.addr, error = %err, "executor unreachable; failing over");
+                    refused.push(format!("{}: {err}", instance.addr));
+                }
+                CallOutcome::Accepted => {
+                    return tracing::info!(executor = %instance.addr, "executor accepted; waiting for its report");
+                }
+                CallOutcome::Finished {
+                    status,
+                    message,
+                    error,
+                } => {
+                    if let Ok(true) = self
+                        .finish_from(
+                            &exec,
+                            &[Running],
+                            status,
+                            message,
+                            error.clone(),
+                            Some(started),
+                        )
+                        .await
+                    {
+                        tracing::info!(status = %status, error = error.as_deref().unwrap_or(""), "execution finished");
+                        if status != Success {
+                            self.after_failure(&exec).await;
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+        let msg = format!(
+            "every executor instance refused the connection: {}",
+            refused.join("; ")
+        );
+        if let Ok(true) = self
+            .finish_from(
+                &exec,
+                &[Running],
+                Failed,
+                None,
+                Some(call::excerpt(&msg)),
+                Some(started),
+            )
+            .await
+        {
+            tracing::warn!(error = %msg, "execution failed");
+            self.after_failure(&exec).await;
+        }
+    }
+
+    /// Settles a stored RUNNING row (its start time is in `exec`).
+    async fn finish(
+        &self,
+        exec: &Execution,
+        status: ExecutionStatus,
+        result: Option<String>,
+        error: Option<String>,
+    ) -> Result<bool, StoreError> {
+        self.finish_from(exec, &[Running], status, result, error, exec.start_time)
+            .await
+    }
+
+    /// Compare-and-set to a final status, with metrics for the winner.
+    async fn finish_from(
+        &self,
+        exec: &Execution,
+        from: &'static [ExecutionStatus],
+        status: ExecutionStatus,
+        result: Option<String>,
+        error: Option<String>,
+        started: Option<DateTime<Utc>>,
+    ) -> Result<bool, StoreError> {
+        let now = Utc::now();
+        let duration_ms = started.map(|s| (now - s).num_milliseconds().max(0));
+        let t = Transition {
+            finish_time: Some(now),
+            duration_ms,
+            result_message: result,
+            error_message: error,
+            ..Transition::to(from, status)
+        };
+        let changed = self.store.transition(&exec.trace_id, &t).await?;
+        if changed {
+            record_final(exec, status, duration_ms);
+        }
+        Ok(changed)
+    }
+
+    async fn after_failure(self: &Arc<Self>, exec: &Execution) {
+        self.retry_later(exec, TriggerType::Retry).await;
+    }
+
+    /// Applies the retry policy to a failed row: a new PENDING row, due after the backoff.
+    async fn retry_later(self: &Arc<Self>, exec: &Execution, trigger: TriggerType) {
+        let job = match self.store.get_job(&exec.job_name).await {
+            Ok(Some(job)) => job,
+            Ok(None) => return,
+            Err(e) => {
+                return tracing::warn!(error = %e, "retry policy not applied: database unavailable");
+            }
+        };
+        if exec.retry_count >= job.spec.max_retry {
+            if job.spec.max_retry > 0 {
+                tracing::warn!(retries = exec.retry_count, "giving up after the last retry");
+            }
+            return;
+        }
+        let delay = self.backoff.delay(exec.retry_count + 1);
+        let due = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
+        let base = exec
+            .execution_id
+            .split('#')
+            .next()
+            .unwrap_or(&exec.execution_id);
+        let row = self.child_row(
+            exec,
+            trigger,
+            format!("{base}#r{}", exec.retry_count + 1),
+            new_trace_id(),
+            due,
+        );
+        match self
+            .store
+            .record_fire(None, std::slice::from_ref(&row))
+            .await
+        {
+            Ok(FireOutcome::Recorded(mut rows)) => {
+                let retry = rows.pop().expect("one row recorded");
+                tracing::info!(retry_trace_id = %retry.trace_id, retry = retry.retry_count, delay_ms = delay.as_millis() as u64, "retry scheduled");
+                self.spawn_run(Arc::new(job), retry, None);
+            }
+            Ok(FireOutcome::AlreadyFired) => {}
+            // Another dispatcher (or the compensator) created this retry already.
+            Err(StoreError::Duplicate(_)) => {}
+            Err(e) => tracing::warn!(error = %e, "could not record the retry"),
+        }
+    }
+}
+
+fn record_final(exec: &Execution, status: ExecutionStatus, duration_ms: Option<i64>) {
+    let job = exec.job_name.clone();
+    metrics::counter!("job_execution_total", "job" => job.clone(), "status" => status.as_str())
+        .increment(1);
+    if let Some(ms) = duration_ms {
+        metrics::histogram!("job_execution_duration_seconds", "job" => job.clone())
+            .record(ms as f64 / 1000.0);
+    }
+    if matches!(status, Failed | Timeout) {
+        metrics::counter!("job_execution_failures_total", "job" => job).increment(1);
+    }
+}

@@ -1,0 +1,236 @@
+//! The scheduling engine (SPEC §4, §5): which jobs this instance owns, and firing them on time.
+//!
+//! One task holds the owned jobs' next fire times in a single ordered queue
+//! ([`timers::FireSchedule`]) and sleeps until the earliest one. It wakes early when the
+//! scheduler list changes (discovery push), when a job is changed through this instance, and
+//! every `scheduler.job_refresh_millis` to check the shared job revision counter for changes
+//! made through other instances. Ten thousand jobs are ten thousand queue entries, not ten
+//! thousand tasks. Due fires are handed to the [`Dispatcher`] and never block the loop.
+
+pub mod ownership;
+pub mod timers;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{OwnershipStrategy, Settings};
+use crate::discovery::Discovery;
+use crate::dispatch::Dispatcher;
+use crate::jobs::JobDefinition;
+use crate::store::{Store, StoreError};
+use ownership::OwnershipRing;
+use timers::{FireSchedule, MisfireRules, Step};
+
+/// What the engine currently believes about the cluster, for the API's cluster view.
+pub struct ClusterState {
+    ring: RwLock<OwnershipRing>,
+    owned: std::sync::atomic::AtomicUsize,
+}
+
+impl ClusterState {
+    pub fn new(strategy: OwnershipStrategy) -> Self {
+        Self {
+            ring: RwLock::new(OwnershipRing::new(Vec::new(), strategy)),
+            owned: Default::default(),
+        }
+    }
+
+    pub fn ring(&self) -> OwnershipRing {
+        self.ring.read().expect("ring lock").clone()
+    }
+
+    pub fn owned_jobs(&self) -> usize {
+        self.owned.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+pub struct Engine {
+    store: Arc<dyn Store>,
+    discovery: Arc<dyn Discovery>,
+    dispatcher: Arc<Dispatcher>,
+    cluster: Arc<ClusterState>,
+    job_changes: Arc<Notify>,
+    strategy: OwnershipStrategy,
+    rules: MisfireRules,
+    refresh: Duration,
+    jobs: Vec<Arc<JobDefinition>>,
+    revision: i64,
+}
+
+impl Engine {
+    /// Loads the jobs; fails when the database cannot be read (the instance is not ready).
+    pub async fn load(
+        settings: &Settings,
+        store: Arc<dyn Store>,
+        discovery: Arc<dyn Discovery>,
+        dispatcher: Arc<Dispatcher>,
+        cluster: Arc<ClusterState>,
+        job_changes: Arc<Notify>,
+    ) -> Result<Self, StoreError> {
+        let revision = store.job_revision().await?;
+        let jobs = store.load_jobs().await?.into_iter().map(Arc::new).collect();
+        Ok(Self {
+            store,
+            discovery,
+            dispatcher,
+            cluster,
+            job_changes,
+            strategy: settings.scheduler.ownership,
+            rules: MisfireRules {
+                tolerance: chrono::Duration::milliseconds(
+                    settings.scheduler.misfire_tolerance_millis as i64,
+                ),
+                threshold: chrono::Duration::seconds(
+                    settings.scheduler.misfire_threshold_seconds as i64,
+                ),
+            },
+            refresh: Duration::from_millis(settings.scheduler.job_refresh_millis),
+            jobs,
+            revision,
+        })
+    }
+
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let mut members = self.discovery.schedulers();
+        let mut members_open = true;
+        let mut schedule = FireSchedule::default();
+        let mut resync = true;
+        let mut recovering = false;
+        let mut next_refresh = Instant::now() + self.refresh;
+        loop {
+            if resync {
+                let ring = OwnershipRing::new(members.borrow_and_update().clone(), self.strategy);
+                self.sync(&mut schedule, ring).await;
+                resync = false;
+            }
+            let step = schedule.take_due(Utc::now(), self.rules);
+            self.dispatch(step);
+
+            let wake = schedule
+                .next_deadline()
+                .map(|d| Instant::now() + (d - Utc::now()).to_std().unwrap_or_default())
+                .map_or(next_refresh, |d| d.min(next_refresh));
+            let mut reload = false;
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break,
+                changed = members.changed(), if members_open => {
+                    members_open = changed.is_ok();
+                    resync = true;
+                }
+                _ = self.job_changes.notified() => reload = true,
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+            if reload || Instant::now() >= next_refresh {
+                next_refresh = Instant::now() + self.refresh;
+                recovering |= self.dispatcher.take_store_failure();
+                match self.refresh_jobs(reload || recovering).await {
+                    Ok(changed) => {
+                        if recovering {
+                            // Fires were lost to a database failure: treat every owned job as
+                            // gained again so the misfire policy decides what is owed.
+                            tracing::info!(
+                                "database answers again; applying misfire rules to every owned job"
+                            );
+                            schedule.clear();
+                            recovering = false;
+                        }
+                        resync |= changed;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read jobs; scheduling continues with the last known set")
+                    }
+                }
+            }
+        }
+        tracing::info!("engine stopped");
+    }
+
+    /// Reloads the job set when the revision moved (or when forced). `true` if reloaded.
+    async fn refresh_jobs(&mut self, force: bool) -> Result<bool, StoreError> {
+        let revision = self.store.job_revision().await?;
+        if revision == self.revision && !force {
+            return Ok(false);
+        }
+        self.jobs = self
+            .store
+            .load_jobs()
+            .await?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        self.revision = revision;
+        Ok(true)
+    }
+
+    async fn sync(&self, schedule: &mut FireSchedule, ring: OwnershipRing) {
+        let me = self.discovery.self_id();
+        let owned: Vec<Arc<JobDefinition>> = self
+            .jobs
+            .iter()
+            .filter(|j| j.spec.enabled && ring.owns(me, j.name().as_str()))
+            .cloned()
+            .collect();
+        let before = schedule.len();
+        let now = Utc::now();
+        // Only jobs being gained need to know what the previous owner fired.
+        let last_fired = if owned.len() > before || before == 0 {
+            match self
+                .store
+                .recent_fires(now - self.rules.threshold - chrono::Duration::seconds(1))
+                .await
+            {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read recent fires; the fire guard still prevents doubles");
+                    HashMap::new()
+                }
+            }
+        } else {
+            HashMap::new()
+        };
+        let step = schedule.sync(owned, now, self.rules, &last_fired);
+        if step.gained > 0 || step.lost > 0 || ring != self.cluster.ring() {
+            tracing::info!(
+                instances = ring.instances().len(),
+                owned_before = before,
+                owned_after = schedule.len(),
+                gained = step.gained,
+                lost = step.lost,
+                "ownership recomputed"
+            );
+        }
+        metrics::gauge!("scheduler_owned_jobs").set(schedule.len() as f64);
+        metrics::gauge!("scheduler_instances").set(ring.instances().len() as f64);
+        metrics::gauge!("scheduler_compensation_leader").set(if ring.leader() == Some(me) {
+            1.0
+        } else {
+            0.0
+        });
+        self.cluster
+            .owned
+            .store(schedule.len(), std::sync::atomic::Ordering::Relaxed);
+        *self.cluster.ring.write().expect("ring lock") = ring;
+        self.dispatch(step);
+    }
+
+    fn dispatch(&self, step: Step) {
+        for skipped in step.skipped {
+            metrics::counter!("scheduler_misfires_total", "job" => skipped.job.clone(), "action" => "skipped").increment(1);
+            tracing::info!(job = %skipped.job, fire_time = %skipped.fire_time, "missed fire not owed (misfire policy); skipped");
+        }
+        for due in step.due {
+            if due.misfire {
+                metrics::counter!("scheduler_misfires_total", "job" => due.job.name().to_string(), "action" => "fired").increment(1);
+                tracing::info!(job = %due.job.name(), fire_time = %due.fire_time, "catching up a missed fire (FIRE_ONCE_NOW)");
+            }
+            self.dispatcher.spawn_fire(due.job, due.fire_time);
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! The owned jobs' next fire times, in one ordered queue (SPEC §5). Pure logic: the engine
+//! loop feeds it the owned jobs and the clock and gets back the fires that are due, so every
+//! rule here is tested without real time passing.
+//!
+//! Misfire rules, applied both when a job is gained (start-up, failover, rebalance) and when
+//! the loop wakes late:
+//! - the latest scheduled instant `L <= now` is the only candidate (missed instants before it
+//!   collapse into it: "fire once");
+//! - late by at most `tolerance`: fired, whatever the policy (a busy second is not a misfire);
+//! - late by at most `threshold`: fired for FIRE_ONCE_NOW, skipped for DO_NOTHING;
+//! - older: skipped.
+//!
+//! On gain, `L` is a candidate only when it is newer than the job's last change (a fire
+//! scheduled while the job was disabled or had another cron is not owed) and newer than the
+//! last recorded fire of the job (the previous owner already fired it).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::jobs::{JobDefinition, MisfirePolicy};
+
+#[derive(Debug, Clone, Copy)]
+pub struct MisfireRules {
+    pub tolerance: Duration,
+    pub threshold: Duration,
+}
+
+/// A fire the engine must dispatch now.
+#[derive(Debug, Clone)]
+pub struct DueFire {
+    pub job: Arc<JobDefinition>,
+    pub fire_time: DateTime<Utc>,
+    /// Fired late beyond the tolerance (caught up under FIRE_ONCE_NOW).
+    pub misfire: bool,
+}
+
+/// A scheduled instant that was not fired, and why it is not owed any more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedFire {
+    pub job: String,
+    pub fire_time: DateTime<Utc>,
+}
+
+#[derive(Debug, Default)]
+pub struct Step {
+    pub due: Vec<DueFire>,
+    pub skipped: Vec<SkippedFire>,
+    pub gained: usize,
+    pub lost: usize,
+}
+
+struct Entry {
+    job: Arc<JobDefinition>,
+    next: Option<DateTime<Utc>>,
+}
+
+#[derive(Default)]
+pub struct FireSchedule {
+    queue: BTreeSet<(DateTime<Utc>, String)>,
+    entries: HashMap<String, Entry>,
+}
+
+impl FireSchedule {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The earliest next fire of any owned job.
+    pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        self.queue.first().map(|(t, _)| *t)
+    }
+
+    /// Forgets every job, so the next `sync` treats them all as gained (after an outage).
+    pub fn clear(&mut self) {
+        self.queue.clear();
+        self.entries.clear();
+    }
+
+    /// Makes `owned` the scheduled set. Gained jobs get the misfire catch-up; changed jobs
+    /// are rescheduled from `now`; lost jobs are dropped.
+    pub fn sync(
+        &mut self,
+        owned: impl IntoIterator<Item = Arc<JobDefinition>>,
+        now: DateTime<Utc>,
+        rules: MisfireRules,
+        last_fired: &HashMap<String, DateTime<Utc>>,
+    ) -> Step {
+        let owned: HashMap<String, Arc<JobDefinition>> = owned
+            .into_iter()
+            .map(|j| (j.name().to_string(), j))
+            .collect();
+        let mut step = Step::default();
+        let lost: Vec<String> = self
+            .entries
+            .keys()
+            .filter(|n| !owned.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in lost {
+            self.remove(&name);
+            step.lost += 1;
+        }
+        for (name, job) in owned {
+            match self.entries.get(&name) {
+                Some(e) if e.job.updated_at == job.updated_at && e.job.spec == job.spec => {}
+                Some(_) => {
+                    self.remove(&name);
+                    self.insert(job, now);
+                }
+                None => {
+                    step.gained += 1;
+                    if let Some(latest) = job
+                        .spec
+                        .cron
+                        .latest_at_or_before(now, job.spec.timezone.tz())
+                        && latest > job.updated_at
+                        && last_fired.get(&name).is_none_or(|last| *last < latest)
+                    {
+                        decide(&job, latest, now, rules, &mut step);
+                    }
+                    self.insert(job, now);
+                }
+            }
+        }
+        step
+    }
+
+    /// Pops every job whose next fire is at or before `now`.
+    pub fn take_due(&mut self, now: DateTime<Utc>, rules: MisfireRules) -> Step {
+        let mut step = Step::default();
+        while let Some((t, _)) = self.queue.first() {
+            if *t > now {
+                break;
+            }
+            let (scheduled, name) = self.queue.pop_first().expect("non-empty queue");
+            let Some(entry) = self.entries.get_mut(&name) else {
+                continue;
+            };
+            let (tz, cron) = (entry.job.spec.timezone.tz(), &entry.job.spec.cron);
+            // Usually the following instant is in the future and `scheduled` is the one to
+            // fire; after a stall, only the latest missed instant counts.
+            let following = cron.next_after(scheduled, tz);
+            let (latest, next) = match following {
+                Some(f) if f > now => (scheduled, Some(f)),
+                _ => (
+                    cron.latest_at_or_before(now, tz).unwrap_or(scheduled),
+                    cron.next_after(now, tz),
+                ),
+            };
+            let job = entry.job.clone();
+            entry.next = next;
+            if let Some(n) = next {
+                self.queue.insert((n, name));
+            }
+            decide(&job, latest, now, rules, &mut step);
+        }
+        step
+    }
+
+    fn insert(&mut self, job: Arc<JobDefinition>, now: DateTime<Utc>) {
+        let next = job.spec.cron.next_after(now, job.spec.timezone.tz());
+        let name = job.name().to_string();
+        if let Some(n) = next {
+            self.queue.insert((n, name.clone()));
+        }
+        self.entries.insert(name, Entry { job, next });
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Some(e) = self.entries.remove(name)
+            && let Some(n) = e.next
+        {
+            self.queue.remove(&(n, name.to_string()));
+        }
+    }
+}
+
+fn decide(
+    job: &Arc<JobDefinition>,
+    fire_time: DateTime<Utc>,
+    now: DateTime<Utc>,
+    rules: MisfireRules,
+    step: &mut Step,
+) {
+    let late = now - fire_time;
+    if late <= rules.tolerance {
+        step.due.push(DueFire {
+            job: job.clone(),
+            fire_time,
+            misfire: false,
+        });
+    } else if late <= rules.threshold && job.spec.misfire_policy == MisfirePolicy::FireOnceNow {
+        step.due.push(DueFire {
+            job: job.clone(),
+            fire_time,
+            misfire: true,
+        });
+    } else {
+        step.skipped.push(SkippedFire {
+            job: job.name().to_string(),
+            fire_time,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::{JobRequest, JobSpec, TimeZoneName};
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn job(name: &str, cron: &str, policy: &str, updated: &str) -> Arc<JobDefinition> {
+        let req: JobRequest = serde_json::from_value(serde_json::json!({
+            "name": name, "serviceName": "s", "handler": "h", "cron": cron, "misfirePolicy": policy
+        }))
+        .unwrap();
+        let spec = JobSpec::parse(
+            req,
+            None,
+            TimeZoneName::parse("UTC").unwrap(),
+            t("2020-01-01T00:00:00Z"),
+        )
+        .unwrap();
+        Arc::new(JobDefinition {
+            id: 1,
+            spec,
+            created_at: t(updated),
+            updated_at: t(updated),
+            created_by: None,
+            updated_by: None,
+        })
+    }
+
+    const RULES: MisfireRules = MisfireRules {
+        tolerance: Duration::seconds(5),
+        threshold: Duration::seconds(600),
+    };
+
+    fn fires(step: &Step) -> Vec<(String, String, bool)> {
+        step.due
+            .iter()
+            .map(|d| {
+                (
+                    d.job.name().to_string(),
+                    d.fire_time.to_rfc3339(),
+                    d.misfire,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fires_each_instant_once_in_order() {
+        let mut s = FireSchedule::default();
+        let a = job(
+            "a",
+            "*/10 * * * * ?",
+            "FIRE_ONCE_NOW",
+            "2024-01-01T00:00:00Z",
+        );
+        let b = job(
+            "b",
+            "*/15 * * * * ?",
+            "FIRE_ONCE_NOW",
+            "2024-01-01T00:00:00Z",
+        );
+        s.sync([a, b], t("2024-01-01T00:00:01Z"), RULES, &HashMap::new());
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:10Z")));
+        let step = s.take_due(t("2024-01-01T00:00:09.999Z"), RULES);
+        assert!(step.due.is_empty());
+        let step = s.take_due(t("2024-01-01T00:00:10.002Z"), RULES);
+        assert_eq!(
+            fires(&step),
+            [("a".into(), "2024-01-01T00:00:10+00:00".into(), false)]
+        );
+        let step = s.take_due(t("2024-01-01T00:00:15.001Z"), RULES);
+        assert_eq!(
+            fires(&step),
+            [("b".into(), "2024-01-01T00:00:15+00:00".into(), false)]
+        );
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:20Z")));
+    }
+
+    #[test]
+    fn a_stall_collapses_missed_instants_into_one_catch_up() {
+        let mut s = FireSchedule::default();
+        let a = job("a", "* * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:00Z");
+        let d = job("d", "* * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
+        s.sync([a, d], t("2024-01-01T00:00:00.5Z"), RULES, &HashMap::new());
+        // Woken 30 s late: each fires only its latest instant, once. That instant is only
+        // 0.2 s old, so it is not a misfire, even for DO_NOTHING.
+        let mut step = s.take_due(t("2024-01-01T00:00:31.2Z"), RULES);
+        step.due.sort_by_key(|d| d.job.name().to_string());
+        assert_eq!(
+            fires(&step),
+            [
+                ("a".into(), "2024-01-01T00:00:31+00:00".into(), false),
+                ("d".into(), "2024-01-01T00:00:31+00:00".into(), false)
+            ]
+        );
+        // Every missed instant is older than the tolerance: a catches up, d skips.
+        let mut s = FireSchedule::default();
+        let d = job("d", "0 * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
+        let a = job("a", "0 * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:00Z");
+        s.sync([a, d], t("2024-01-01T00:00:30Z"), RULES, &HashMap::new());
+        let step = s.take_due(t("2024-01-01T00:03:20Z"), RULES);
+        assert_eq!(
+            fires(&step),
+            [("a".into(), "2024-01-01T00:03:00+00:00".into(), true)]
+        );
+        assert_eq!(
+            step.skipped,
+            [SkippedFire {
+                job: "d".into(),
+                fire_time: t("2024-01-01T00:03:00Z")
+            }]
+        );
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:04:00Z")));
+    }
+
+    #[test]
+    fn gaining_a_job_catches_up_the_missed_fire_once() {
+        let a = job("a", "0 * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:00Z");
+        let d = job("d", "0 * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
+        let now = t("2024-01-01T01:00:20Z");
+
+        let mut s = FireSchedule::default();
+        let step = s.sync([a.clone(), d.clone()], now, RULES, &HashMap::new());
+        assert_eq!(step.gained, 2);
+        assert_eq!(
+            fires(&step),
+            [("a".into(), "2024-01-01T01:00:00+00:00".into(), true)]
+        );
+        assert_eq!(step.skipped.len(), 1);
+        // A second sync with the same jobs changes nothing.
+        let step = s.sync([a.clone(), d.clone()], now, RULES, &HashMap::new());
+        assert!(step.due.is_empty() && step.gained == 0);
+
+        // Already fired by the previous owner: nothing owed.
+        let mut s = FireSchedule::default();
+        let last = HashMap::from([("a".to_string(), t("2024-01-01T01:00:00Z"))]);
+        assert!(s.sync([a.clone()], now, RULES, &last).due.is_empty());
+
+        // Within the tolerance even DO_NOTHING fires (a failover a second after the instant).
+        let mut s = FireSchedule::default();
+        let step = s.sync(
+            [d.clone()],
+            t("2024-01-01T01:00:02Z"),
+            RULES,
+            &HashMap::new(),
+        );
+        assert_eq!(
+            fires(&step),
+            [("d".into(), "2024-01-01T01:00:00+00:00".into(), false)]
+        );
+
+        // Beyond the threshold nothing is owed.
+        let mut s = FireSchedule::default();
+        let step = s.sync(
+            [a],
+            t("2024-01-01T01:59:30Z"),
+            MisfireRules {
+                threshold: Duration::seconds(20),
+                ..RULES
+            },
+            &HashMap::new(),
+        );
+        assert!(step.due.is_empty());
+        assert_eq!(step.skipped.len(), 1);
+    }
+
+    #[test]
+    fn fires_before_the_last_change_are_not_owed() {
+        let mut s = FireSchedule::default();
+        let a = job("a", "0 * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T01:00:10Z");
+        assert!(
+            s.sync([a], t("2024-01-01T01:00:20Z"), RULES, &HashMap::new())
+                .due
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn changed_and_lost_jobs() {
+        let mut s = FireSchedule::default();
+        let a = job("a", "0 * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:00Z");
+        let b = job("b", "0 * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:00Z");
+        s.sync([a, b], t("2024-01-01T00:00:30Z"), RULES, &HashMap::new());
+        assert_eq!(s.len(), 2);
+        let a2 = job("a", "0 0 * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:40Z");
+        let step = s.sync([a2], t("2024-01-01T00:00:41Z"), RULES, &HashMap::new());
+        assert_eq!((step.gained, step.lost), (0, 1));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T01:00:00Z")));
+        s.clear();
+        assert!(s.is_empty() && s.next_deadline().is_none());
+    }
+}

@@ -1,0 +1,170 @@
+//! A recording executor: a small axum server on 127.0.0.1:0 that stores every call the
+//! dispatcher makes and answers as the test tells it to.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone)]
+pub struct RecordedCall {
+    pub handler: String,
+    pub headers: BTreeMap<String, String>,
+    pub body: Value,
+    pub received_at: DateTime<Utc>,
+}
+
+impl RecordedCall {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+
+    pub fn trace_id(&self) -> &str {
+        self.header("x-trace-id")
+    }
+
+    pub fn range(&self) -> (u32, u32) {
+        (
+            self.header("x-shard-start").parse().unwrap(),
+            self.header("x-shard-end").parse().unwrap(),
+        )
+    }
+}
+
+/// How the executor answers a call.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn ok() -> Self {
+        Self {
+            status: 200,
+            body: r#"{"success": true, "message": "done"}"#.into(),
+            delay: Duration::ZERO,
+        }
+    }
+    pub fn status(status: u16, body: &str) -> Self {
+        Self {
+            status,
+            body: body.into(),
+            delay: Duration::ZERO,
+        }
+    }
+    pub fn slow(delay: Duration) -> Self {
+        Self {
+            delay,
+            ..Self::ok()
+        }
+    }
+}
+
+type Behaviour = Arc<dyn Fn(&RecordedCall) -> Reply + Send + Sync>;
+
+#[derive(Clone)]
+struct Shared {
+    calls: Arc<Mutex<Vec<RecordedCall>>>,
+    behaviour: Arc<Mutex<Behaviour>>,
+    status: Arc<Mutex<Option<Value>>>,
+}
+
+pub struct Recorder {
+    pub addr: String,
+    shared: Shared,
+    stop: CancellationToken,
+}
+
+impl Recorder {
+    pub async fn start() -> Self {
+        Self::with(|_| Reply::ok()).await
+    }
+
+    pub async fn with(behaviour: impl Fn(&RecordedCall) -> Reply + Send + Sync + 'static) -> Self {
+        let shared = Shared {
+            calls: Arc::default(),
+            behaviour: Arc::new(Mutex::new(Arc::new(behaviour))),
+            status: Arc::default(),
+        };
+        let app = Router::new()
+            .route("/internal/job/status/{trace}", get(status))
+            .route("/internal/job/{handler}", post(call))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { token.cancelled().await })
+                .await
+                .unwrap();
+        });
+        Self { addr, shared, stop }
+    }
+
+    pub fn calls(&self) -> Vec<RecordedCall> {
+        self.shared.calls.lock().unwrap().clone()
+    }
+
+    /// What `GET /internal/job/status/{traceId}` answers (404 while `None`).
+    pub fn set_status_answer(&self, answer: Option<Value>) {
+        *self.shared.status.lock().unwrap() = answer;
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn call(
+    State(s): State<Shared>,
+    Path(handler): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let rec = RecordedCall {
+        handler,
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect(),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        received_at: Utc::now(),
+    };
+    let behaviour = s.behaviour.lock().unwrap().clone();
+    let reply = behaviour(&rec);
+    s.calls.lock().unwrap().push(rec);
+    tokio::time::sleep(reply.delay).await;
+    (StatusCode::from_u16(reply.status).unwrap(), reply.body)
+}
+
+async fn status(State(s): State<Shared>) -> (StatusCode, String) {
+    match s.status.lock().unwrap().clone() {
+        Some(v) => (StatusCode::OK, v.to_string()),
+        None => (StatusCode::NOT_FOUND, String::new()),
+    }
+}
+
+/// An address where nothing listens: connections are refused.
+pub async fn dead_address() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    drop(l);
+    addr
+}
