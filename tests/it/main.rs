@@ -7,4 +7,6 @@ mod api_hostile;
 mod api_jobs;
 mod api_misc;
 mod engine_dispatch;
+mod engine_failures;
+mod engine_recovery;
 mod store_contract;

@@ -1,0 +1,309 @@
+//! Every failure path ends in the right status and row history.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::recorder::{Recorder, Reply, dead_address};
+
+backend_tests!(
+    http_500_fails_and_retries_stop_at_max_retry,
+    no_answer_within_the_timeout_is_timeout,
+    refused_connection_fails_over_to_the_next_executor,
+    accepted_then_reported,
+    no_executor_is_a_clear_failure,
+    manual_trigger_and_operator_retry,
+);
+
+async fn app_with(backend: Backend, service: &str, executors: Vec<String>) -> TestApp {
+    let db = Arc::new(TestDb::create(backend).await);
+    let service = service.to_string();
+    TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors(&service, &executors);
+        s.scheduler.retry_backoff_millis = 100;
+        s.scheduler.retry_backoff_max_millis = 200;
+    })
+    .await
+}
+
+fn manual_job(name: &str, service: &str, extra: Value) -> Value {
+    let mut j =
+        json!({"name": name, "serviceName": service, "handler": "work", "cron": "0 0 3 1 1 ?"});
+    for (k, v) in extra.as_object().unwrap() {
+        j[k] = v.clone();
+    }
+    j
+}
+
+async fn trigger(app: &TestApp, job: &str) -> Vec<Value> {
+    let (status, body) = app
+        .post(&format!("/api/v1/jobs/{job}/trigger"), &json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body.as_array().unwrap().clone()
+}
+
+/// Waits until `job` has `n` executions, all final, and returns them oldest first.
+async fn settled(app: &TestApp, job: &str, n: usize) -> Vec<Value> {
+    let mut rows = eventually(Duration::from_secs(15), "settled executions", || async {
+        let rows = app.executions(job).await;
+        let done = rows.len() == n
+            && rows
+                .iter()
+                .all(|r| ["SUCCESS", "FAILED", "TIMEOUT"].contains(&r["status"].as_str().unwrap()));
+        done.then_some(rows)
+    })
+    .await;
+    rows.sort_by_key(|r| r["id"].as_i64());
+    rows
+}
+
+async fn http_500_fails_and_retries_stop_at_max_retry(backend: Backend) {
+    let rec = Recorder::with(|_| Reply::status(500, "database is on fire")).await;
+    let app = app_with(backend, "svc", vec![rec.addr.clone()]).await;
+    // Metrics are process-wide: the name is unique per backend variant of this test.
+    let job = format!("breaks-{backend:?}").to_lowercase();
+    app.create_job(&manual_job(&job, "svc", json!({"maxRetry": 2})))
+        .await;
+    let created = trigger(&app, &job).await;
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0]["triggerType"], "MANUAL");
+    let rows = settled(&app, &job, 3).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        app.executions(&job).await.len(),
+        3,
+        "no retry past maxRetry"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["status"], "FAILED");
+        assert_eq!(r["retryCount"], i);
+        assert!(
+            r["errorMessage"]
+                .as_str()
+                .unwrap()
+                .contains("HTTP 500: database is on fire"),
+            "{r}"
+        );
+        if i > 0 {
+            assert_eq!(r["triggerType"], "RETRY");
+            assert_eq!(r["parentTraceId"], rows[i - 1]["traceId"]);
+            assert_eq!(
+                r["executionId"],
+                format!("{}#r{i}", rows[0]["executionId"].as_str().unwrap())
+            );
+            assert_eq!(r["fireTime"], rows[0]["fireTime"]);
+        }
+    }
+    let calls = rec.calls();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(
+        calls
+            .iter()
+            .map(|c| c.header("x-retry-count").to_string())
+            .collect::<Vec<_>>(),
+        ["0", "1", "2"]
+    );
+    let m = app.metrics().await;
+    assert!(
+        m.contains(&format!("job_execution_failures_total{{job=\"{job}\"}} 3")),
+        "{m}"
+    );
+}
+
+async fn no_answer_within_the_timeout_is_timeout(backend: Backend) {
+    let rec = Recorder::with(|_| Reply::slow(Duration::from_secs(4))).await;
+    let app = app_with(backend, "svc", vec![rec.addr.clone()]).await;
+    app.create_job(&manual_job(
+        "sleepy",
+        "svc",
+        json!({"timeoutSeconds": 1, "maxRetry": 0}),
+    ))
+    .await;
+    trigger(&app, "sleepy").await;
+    let rows = settled(&app, "sleepy", 1).await;
+    assert_eq!(rows[0]["status"], "TIMEOUT");
+    assert!(
+        rows[0]["errorMessage"].as_str().unwrap().contains("1s"),
+        "{}",
+        rows[0]
+    );
+    let took = rows[0]["durationMs"].as_i64().unwrap();
+    assert!((900..3500).contains(&took), "{took} ms");
+}
+
+async fn refused_connection_fails_over_to_the_next_executor(backend: Backend) {
+    let rec = Recorder::start().await;
+    let dead = dead_address().await;
+    // Two ranges over two executors: whichever range the dead one gets fails over.
+    let app = app_with(backend, "svc", vec![dead, rec.addr.clone()]).await;
+    app.create_job(&manual_job("failover", "svc", json!({"shardCount": 2})))
+        .await;
+    let created = trigger(&app, "failover").await;
+    assert_eq!(created.len(), 2, "two executors, two ranges");
+    let rows = settled(&app, "failover", 2).await;
+    for r in &rows {
+        assert_eq!(r["status"], "SUCCESS", "{r}");
+        assert_eq!(r["executorInstance"], rec.addr.as_str());
+    }
+    let mut ranges: Vec<(u32, u32)> = rec.calls().iter().map(|c| c.range()).collect();
+    ranges.sort();
+    assert_eq!(
+        ranges,
+        [(0, 0), (1, 1)],
+        "the live executor ran the dead one's range too"
+    );
+}
+
+async fn accepted_then_reported(backend: Backend) {
+    let rec = Recorder::with(|_| Reply::status(202, "")).await;
+    let app = app_with(backend, "svc", vec![rec.addr.clone()]).await;
+    app.create_job(&manual_job("long-report", "svc", json!({"maxRetry": 0})))
+        .await;
+    let trace = trigger(&app, "long-report").await[0]["traceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let call = eventually(Duration::from_secs(5), "the call", || async {
+        rec.calls().first().cloned()
+    })
+    .await;
+    let report_url = call.body["reportUrl"].as_str().unwrap().to_string();
+    assert_eq!(
+        report_url,
+        app.url(&format!("/api/v1/jobs/executions/{trace}/result"))
+    );
+    let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+    assert_eq!(e["status"], "RUNNING");
+
+    let (status, problem) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/result"),
+            &json!({"success": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{problem}");
+    let (status, e) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/result"),
+            &json!({"success": true, "message": "42 rows"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{e}");
+    assert_eq!(e["status"], "SUCCESS");
+    assert_eq!(e["resultMessage"], "42 rows");
+    // A second (late, contradicting) report does not overwrite the first.
+    let (status, _) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/result"),
+            &json!({"success": false, "message": "late"}),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+    assert_eq!(e["status"], "SUCCESS");
+    let (status, _) = app
+        .post(
+            "/api/v1/jobs/executions/0000/result",
+            &json!({"success": true}),
+        )
+        .await;
+    assert_eq!(status, 404);
+}
+
+async fn no_executor_is_a_clear_failure(backend: Backend) {
+    let app = app_with(backend, "svc", vec![]).await;
+    app.create_job(&manual_job(
+        "orphan",
+        "nobody-home",
+        json!({"maxRetry": 1, "shardCount": 3}),
+    ))
+    .await;
+    let created = trigger(&app, "orphan").await;
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0]["status"], "FAILED");
+    assert_eq!(
+        (
+            created[0]["shardStart"].as_u64(),
+            created[0]["shardEnd"].as_u64()
+        ),
+        (Some(0), Some(2))
+    );
+    let rows = settled(&app, "orphan", 2).await;
+    for r in &rows {
+        assert_eq!(r["status"], "FAILED");
+        assert!(
+            r["errorMessage"]
+                .as_str()
+                .unwrap()
+                .contains("no executor instance available for service `nobody-home`"),
+            "{r}"
+        );
+    }
+    assert_eq!(rows[1]["triggerType"], "RETRY");
+    // The instance is still healthy and answering.
+    assert_eq!(app.get("/health/ready").await.0, 200);
+}
+
+async fn manual_trigger_and_operator_retry(backend: Backend) {
+    let fail_first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flag = fail_first.clone();
+    let rec = Recorder::with(move |_| {
+        if flag.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Reply::status(503, "warming up")
+        } else {
+            Reply::ok()
+        }
+    })
+    .await;
+    let app = app_with(backend, "svc", vec![rec.addr.clone()]).await;
+    app.create_job(&manual_job("by-hand", "svc", json!({"maxRetry": 0})))
+        .await;
+    let trace = trigger(&app, "by-hand").await[0]["traceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rows = settled(&app, "by-hand", 1).await;
+    assert_eq!(rows[0]["status"], "FAILED");
+
+    let (status, retry) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/retry"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{retry}");
+    assert_eq!(retry["triggerType"], "RETRY");
+    assert_eq!(retry["parentTraceId"], trace.as_str());
+    assert_eq!(retry["retryCount"], 1);
+    let rows = settled(&app, "by-hand", 2).await;
+    assert_eq!(rows[1]["status"], "SUCCESS");
+    assert_eq!(
+        rec.calls()[1].trace_id(),
+        retry["traceId"].as_str().unwrap()
+    );
+
+    // Retrying something still running is refused.
+    let pending = Recorder::with(|_| Reply::status(202, "")).await;
+    let app = app_with(backend, "async-svc", vec![pending.addr.clone()]).await;
+    app.create_job(&manual_job("still-running", "async-svc", json!({})))
+        .await;
+    let trace = trigger(&app, "still-running").await[0]["traceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually(Duration::from_secs(5), "RUNNING", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "RUNNING").then_some(())
+    })
+    .await;
+    let (status, problem) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/retry"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 409, "{problem}");
+}

@@ -1,0 +1,228 @@
+//! Recovery: compensation of abandoned rows, and misfire handling across a restart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{SubsecRound, Utc};
+use jobflow::jobs::{ExecutionStatus, NewExecution, TriggerType, new_trace_id};
+use jobflow::store::{FireOutcome, Transition};
+use serde_json::json;
+
+use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::recorder::Recorder;
+
+backend_tests!(
+    compensation_times_out_stuck_running_rows_and_retries,
+    compensation_redispatches_abandoned_pending_rows,
+    restart_between_fires_follows_the_misfire_policy,
+);
+
+async fn compensating_app(backend: Backend, rec: &Recorder) -> TestApp {
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = vec![rec.addr.clone()];
+    TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addr);
+        s.compensation.interval_seconds = 1;
+        s.compensation.stuck_after_seconds = 1;
+        s.compensation.pending_grace_seconds = 1;
+        s.scheduler.retry_backoff_millis = 50;
+        s.scheduler.retry_backoff_max_millis = 100;
+    })
+    .await
+}
+
+/// A row as a scheduler that died mid-dispatch leaves it.
+async fn abandoned_row(
+    app: &TestApp,
+    job: &str,
+    status: ExecutionStatus,
+    executor: &str,
+) -> String {
+    let long_ago = Utc::now().trunc_subsecs(0) - chrono::Duration::minutes(5);
+    let trace_id = new_trace_id();
+    let row = NewExecution {
+        execution_id: format!("{job}:{}:0-0", long_ago.format("%Y%m%d%H%M%S")),
+        trace_id: trace_id.clone(),
+        job_name: job.into(),
+        trigger_type: TriggerType::Cron,
+        fire_time: long_ago,
+        scheduler_instance: "10.9.9.9:8080".into(),
+        shard_start: 0,
+        shard_end: 0,
+        shard_count: 1,
+        trigger_time: long_ago,
+        due_time: long_ago,
+        status: ExecutionStatus::Pending,
+        retry_count: 0,
+        parent_trace_id: None,
+        error_message: None,
+    };
+    assert!(matches!(
+        app.store.record_fire(None, &[row]).await.unwrap(),
+        FireOutcome::Recorded(_)
+    ));
+    if status == ExecutionStatus::Running {
+        let t = Transition {
+            executor_instance: Some(executor.into()),
+            start_time: Some(long_ago),
+            ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
+        };
+        assert!(app.store.transition(&trace_id, &t).await.unwrap());
+    }
+    trace_id
+}
+
+async fn compensation_times_out_stuck_running_rows_and_retries(backend: Backend) {
+    let rec = Recorder::start().await;
+    let app = compensating_app(backend, &rec).await;
+    app.create_job(&json!({"name": "stuck", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "timeoutSeconds": 1, "maxRetry": 1})).await;
+    // The executor does not know the execution (its status endpoint answers 404).
+    let trace = abandoned_row(&app, "stuck", ExecutionStatus::Running, &rec.addr).await;
+    let e = eventually(Duration::from_secs(10), "TIMEOUT", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "TIMEOUT").then_some(e)
+    })
+    .await;
+    assert!(
+        e["errorMessage"].as_str().unwrap().contains("compensation"),
+        "{e}"
+    );
+    // The retry policy applies: a COMPENSATION retry runs on the executor.
+    let retry = eventually(Duration::from_secs(10), "the retry", || async {
+        app.executions("stuck")
+            .await
+            .into_iter()
+            .find(|r| r["parentTraceId"] == trace.as_str() && r["status"] == "SUCCESS")
+    })
+    .await;
+    assert_eq!(retry["triggerType"], "COMPENSATION");
+    assert_eq!(retry["retryCount"], 1);
+    assert_eq!(
+        rec.calls()[0].trace_id(),
+        retry["traceId"].as_str().unwrap()
+    );
+    // The late result of the original execution does not overwrite the compensator's verdict.
+    let (status, _) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/result"),
+            &json!({"success": true}),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+    assert_eq!(e["status"], "TIMEOUT");
+
+    // An executor that says the execution is still running is left alone; one that has the
+    // result settles the row with it.
+    let running = abandoned_row(&app, "stuck", ExecutionStatus::Running, &rec.addr).await;
+    rec.set_status_answer(Some(json!({"status": "RUNNING"})));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (_, e) = app.get(&format!("/api/v1/jobs/executions/{running}")).await;
+    assert_eq!(e["status"], "RUNNING");
+    rec.set_status_answer(Some(
+        json!({"status": "SUCCESS", "message": "finished while you were away"}),
+    ));
+    let e = eventually(
+        Duration::from_secs(10),
+        "SUCCESS from the status answer",
+        || async {
+            let (_, e) = app.get(&format!("/api/v1/jobs/executions/{running}")).await;
+            (e["status"] == "SUCCESS").then_some(e)
+        },
+    )
+    .await;
+    assert_eq!(e["resultMessage"], "finished while you were away");
+}
+
+async fn compensation_redispatches_abandoned_pending_rows(backend: Backend) {
+    let rec = Recorder::start().await;
+    let app = compensating_app(backend, &rec).await;
+    app.create_job(
+        &json!({"name": "abandoned", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?"}),
+    )
+    .await;
+    let trace = abandoned_row(&app, "abandoned", ExecutionStatus::Pending, "").await;
+    let e = eventually(Duration::from_secs(10), "SUCCESS", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "SUCCESS").then_some(e)
+    })
+    .await;
+    assert_eq!(e["executorInstance"], rec.addr.as_str());
+    let calls = rec.calls();
+    assert_eq!(calls.len(), 1, "dispatched once");
+    assert_eq!(calls[0].trace_id(), trace);
+}
+
+async fn restart_between_fires_follows_the_misfire_policy(backend: Backend) {
+    let rec = Recorder::start().await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = vec![rec.addr.clone()];
+    let settings = move |s: &mut jobflow::Settings| {
+        s.executors.static_ = static_executors("svc", &addr);
+        s.scheduler.misfire_tolerance_millis = 500;
+    };
+    let period = 6;
+    let first = TestApp::spawn_with(db.clone(), settings.clone()).await;
+    for (name, policy) in [("catch-up", "FIRE_ONCE_NOW"), ("let-go", "DO_NOTHING")] {
+        first.create_job(&json!({"name": name, "serviceName": "svc", "handler": "h", "cron": format!("*/{period} * * * * ?"), "misfirePolicy": policy})).await;
+    }
+    // Wait for a fire of both, then stop right after it.
+    eventually(
+        Duration::from_secs(15),
+        "a first fire of both jobs",
+        || async {
+            let c = rec.calls();
+            (c.iter().any(|c| c.header("x-job-name") == "catch-up")
+                && c.iter().any(|c| c.header("x-job-name") == "let-go"))
+            .then_some(())
+        },
+    )
+    .await;
+    first.stop().await;
+    let stopped = Utc::now();
+    // The first scheduled instant after the stop.
+    let mut missed = stopped.trunc_subsecs(0) + chrono::Duration::seconds(1);
+    while missed.timestamp() % period != 0 {
+        missed += chrono::Duration::seconds(1);
+    }
+    // Down across `missed`, back 2 s after it: later than the tolerance, well inside the
+    // threshold, before the next fire.
+    let back = missed + chrono::Duration::seconds(2);
+    tokio::time::sleep((back - Utc::now()).to_std().unwrap()).await;
+    let second = TestApp::spawn_with(db.clone(), settings).await;
+    let missed_rfc = missed.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let next_rfc = (missed + chrono::Duration::seconds(period))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    eventually(
+        Duration::from_secs(15),
+        "the next regular fire of both",
+        || async {
+            let c = rec.calls();
+            let n = c
+                .iter()
+                .filter(|c| c.header("x-fire-time") == next_rfc)
+                .count();
+            (n == 2).then_some(())
+        },
+    )
+    .await;
+    let fires_of = |job: &str, at: &str| {
+        rec.calls()
+            .iter()
+            .filter(|c| c.header("x-job-name") == job && c.header("x-fire-time") == at)
+            .count()
+    };
+    assert_eq!(
+        fires_of("catch-up", &missed_rfc),
+        1,
+        "FIRE_ONCE_NOW catches the missed fire up once"
+    );
+    assert_eq!(fires_of("let-go", &missed_rfc), 0, "DO_NOTHING skips it");
+    let caught = rec
+        .calls()
+        .into_iter()
+        .find(|c| c.header("x-job-name") == "catch-up" && c.header("x-fire-time") == missed_rfc)
+        .unwrap();
+    assert!(caught.received_at >= back, "fired after the restart");
+    second.stop().await;
+}
