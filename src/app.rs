@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
 use crate::compensation::Compensator;
-use crate::config::Settings;
-use crate::discovery::{Discovery, Standalone};
+use crate::config::{DiscoveryMode, Settings};
+use crate::discovery::{self, Discovery, NacosDiscovery, Standalone};
 use crate::dispatch::Dispatcher;
 use crate::engine::{ClusterState, Engine};
 use crate::jobs::TimeZoneName;
@@ -44,10 +44,23 @@ impl Application {
         if settings.discovery.advertise_port.is_none() {
             settings.discovery.advertise_port = Some(listener.local_addr()?.port());
         }
-        let discovery: Arc<dyn Discovery> = Arc::new(
-            Standalone::new(settings.advertised_addr(), &settings.executors.static_)
-                .map_err(anyhow::Error::msg)?,
-        );
+        let discovery: Arc<dyn Discovery> = match settings.discovery.mode {
+            DiscoveryMode::Standalone => Arc::new(
+                Standalone::new(settings.advertised_addr(), &settings.executors.static_)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            DiscoveryMode::Nacos => {
+                if settings.discovery.advertise_ip.is_none() {
+                    let ip = discovery::detect_ip(&settings.nacos.server_addr).context(
+                        "cannot detect the address to advertise; set discovery.advertise_ip",
+                    )?;
+                    settings.discovery.advertise_ip = Some(ip.to_string());
+                }
+                let ip = settings.discovery.advertise_ip.clone().expect("set above");
+                let port = settings.discovery.advertise_port.expect("set above");
+                NacosDiscovery::connect(&settings.nacos, ip, port).await?
+            }
+        };
         let dispatcher = Arc::new(Dispatcher::new(
             &settings,
             store.clone(),
@@ -73,6 +86,16 @@ impl Application {
             dispatcher.clone(),
             cluster.clone(),
         );
+        let tokens = Arc::new(api::auth::Tokens::new(&settings.auth));
+        if !settings.auth.enabled {
+            tracing::warn!(
+                "API authentication is switched off (auth.enabled = false): anyone who reaches this port can change and trigger jobs"
+            );
+        } else if !tokens.enabled() {
+            tracing::warn!(
+                "no auth.tokens configured: the API is open; configure tokens before exposing this instance"
+            );
+        }
         let state = AppState {
             store,
             settings: Arc::new(settings),
@@ -82,6 +105,7 @@ impl Application {
             dispatcher,
             discovery,
             cluster,
+            tokens,
         };
         Ok(Self {
             listener,

@@ -23,6 +23,7 @@ pub struct Settings {
     pub compensation: CompensationSettings,
     pub executor: ExecutorSettings,
     pub executors: ExecutorsSettings,
+    pub auth: AuthSettings,
     pub log: LogSettings,
 }
 
@@ -194,6 +195,51 @@ pub struct ExecutorsSettings {
     /// Executor addresses per service name, used in standalone mode.
     #[serde(rename = "static")]
     pub static_: BTreeMap<String, Vec<String>>,
+}
+
+/// API roles, each including the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads jobs, executions, the cluster view.
+    Viewer,
+    /// Also triggers, retries, enables and disables jobs.
+    Operator,
+    /// Also creates, changes and deletes jobs.
+    Admin,
+}
+
+/// One API token. Give either `token` (plain, best from the environment or a file) or
+/// `token_sha256` (hex SHA-256 of the token, safe to keep in a file).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSettings {
+    /// Who this is: recorded as created_by / updated_by.
+    pub name: String,
+    pub role: Role,
+    pub token: Option<Secret>,
+    pub token_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSettings {
+    /// Require bearer tokens on the API. Turning it off in nacos mode is logged as a warning
+    /// at every start.
+    pub enabled: bool,
+    pub tokens: Vec<TokenSettings>,
+    /// Require a viewer token for `/metrics` too.
+    pub protect_metrics: bool,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            tokens: Vec::new(),
+            protect_metrics: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -436,6 +482,48 @@ impl Settings {
                 })?;
             }
         }
+        for (i, t) in self.auth.tokens.iter().enumerate() {
+            if t.name.is_empty() || t.name.len() > 100 {
+                return Err(invalid(
+                    "auth.tokens",
+                    format!("token #{i}: `name` must be 1 to 100 characters"),
+                ));
+            }
+            match (&t.token, &t.token_sha256) {
+                (Some(plain), None) if plain.expose().len() >= 16 => {}
+                (Some(_), None) => {
+                    return Err(invalid(
+                        "auth.tokens",
+                        format!("token `{}`: at least 16 characters", t.name),
+                    ));
+                }
+                (None, Some(h)) if h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()) => {}
+                (None, Some(_)) => {
+                    return Err(invalid(
+                        "auth.tokens",
+                        format!("token `{}`: token_sha256 must be 64 hex digits", t.name),
+                    ));
+                }
+                _ => {
+                    return Err(invalid(
+                        "auth.tokens",
+                        format!(
+                            "token `{}`: give exactly one of token, token_sha256",
+                            t.name
+                        ),
+                    ));
+                }
+            }
+        }
+        if self.auth.enabled
+            && self.auth.tokens.is_empty()
+            && self.discovery.mode == DiscoveryMode::Nacos
+        {
+            return Err(invalid(
+                "auth.tokens",
+                "nacos mode serves a shared cluster and needs API tokens; configure auth.tokens or set auth.enabled = false explicitly",
+            ));
+        }
         if self.log.format == LogFormat::Json || self.log.format == LogFormat::Text {
             tracing_subscriber::EnvFilter::try_new(&self.log.level)
                 .map_err(|e| invalid("log.level", e.to_string()))?;
@@ -543,6 +631,34 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("executors.static"), "{e}");
+    }
+
+    #[test]
+    fn nacos_mode_needs_tokens_or_an_explicit_opt_out() {
+        let e = load(&[], &[("DISCOVERY__MODE", "nacos")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("auth.tokens"), "{e}");
+        assert!(
+            load(
+                &[],
+                &[("DISCOVERY__MODE", "nacos"), ("AUTH__ENABLED", "false")]
+            )
+            .is_ok()
+        );
+        let toml = "[discovery]\nmode = \"nacos\"\n[[auth.tokens]]\nname = \"ops\"\nrole = \"operator\"\ntoken_sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\n";
+        let s = load(&[("default.toml", toml)], &[]).unwrap();
+        assert_eq!(s.auth.tokens[0].role, Role::Operator);
+        let e = load(
+            &[(
+                "default.toml",
+                "[[auth.tokens]]\nname = \"x\"\nrole = \"admin\"\ntoken = \"short\"\n",
+            )],
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("16 characters"), "{e}");
     }
 
     #[test]

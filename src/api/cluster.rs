@@ -7,6 +7,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::auth::{Auth, Viewer};
 use super::error::ApiError;
 use crate::config::OwnershipStrategy;
 
@@ -41,7 +42,10 @@ pub struct JobOwner {
 
 /// The cluster as this instance sees it.
 #[utoipa::path(get, path = "/api/v1/cluster", tag = "cluster", responses((status = 200, body = ClusterView)))]
-async fn cluster(State(state): State<AppState>) -> Result<axum::Json<ClusterView>, ApiError> {
+async fn cluster(
+    _: Auth<Viewer>,
+    State(state): State<AppState>,
+) -> Result<axum::Json<ClusterView>, ApiError> {
     let ring = state.cluster.ring();
     let jobs = state.store.load_jobs().await?;
     Ok(axum::Json(ClusterView {

@@ -7,6 +7,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::auth::{Auth, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::Query;
 use super::jobs::NextFireTimes;
@@ -34,6 +35,7 @@ pub struct PreviewParams {
         (status = 400, description = "Invalid expression, time zone or count", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn preview(
+    _: Auth<Viewer>,
     State(state): State<AppState>,
     Query(p): Query<PreviewParams>,
 ) -> Result<axum::Json<NextFireTimes>, ApiError> {

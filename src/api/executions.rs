@@ -6,8 +6,9 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::{Auth, Operator, Viewer};
 use super::error::{ApiError, Problem};
-use super::extract::{Path, Query, ValidJson};
+use super::extract::{Path, Query};
 use super::{AppState, PageParams};
 use crate::jobs::{Execution, ExecutionStatus};
 use crate::store::Page;
@@ -42,6 +43,7 @@ pub struct ExecutionListParams {
         (status = 400, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_executions(
+    _: Auth<Viewer>,
     State(state): State<AppState>,
     Path(name): Path<String>,
     Query(p): Query<ExecutionListParams>,
@@ -69,6 +71,7 @@ async fn list_executions(
         (status = 404, description = "No such execution", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_execution(
+    _: Auth<Viewer>,
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
 ) -> Result<axum::Json<Execution>, ApiError> {
@@ -78,6 +81,54 @@ async fn get_execution(
         .await?
         .ok_or_else(|| execution_not_found(&trace_id))?;
     Ok(axum::Json(e))
+}
+
+/// A report is accepted with a valid, fresh executor signature over this request, or with an
+/// operator token.
+fn authorize_report(
+    state: &AppState,
+    parts: &axum::http::request::Parts,
+    trace_id: &str,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    use crate::dispatch::call::{headers, verify_signature};
+    let signed = (|| {
+        let secret = state.settings.executor.signing_secret.as_ref()?;
+        let ts = parts
+            .headers
+            .get(headers::TIMESTAMP)?
+            .to_str()
+            .ok()?
+            .parse::<i64>()
+            .ok()?;
+        let sig = parts.headers.get(headers::SIGNATURE)?.to_str().ok()?;
+        verify_signature(
+            secret.expose().as_bytes(),
+            "POST",
+            parts.uri.path(),
+            ts,
+            trace_id,
+            body,
+            sig,
+            chrono::Utc::now(),
+        )
+        .then_some(())
+    })();
+    if signed.is_some() {
+        return Ok(());
+    }
+    state
+        .tokens
+        .authorize(parts, crate::config::Role::Operator)
+        .map(|_| ())
+        .map_err(|e| match e {
+            super::auth::AuthError::Unauthenticated => ApiError::Unauthorized(
+                "a valid executor signature or operator token is required".into(),
+            ),
+            super::auth::AuthError::Forbidden(_) => ApiError::Forbidden(
+                "reporting results needs the operator role or an executor signature".into(),
+            ),
+        })
 }
 
 pub fn execution_not_found(trace_id: &str) -> ApiError {
@@ -96,6 +147,7 @@ pub fn execution_not_found(trace_id: &str) -> ApiError {
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn trigger_job(
+    _: Auth<Operator>,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<axum::Json<Vec<Execution>>, ApiError> {
@@ -111,6 +163,7 @@ async fn trigger_job(
         (status = 409, description = "The execution has not finished", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn retry_execution(
+    _: Auth<Operator>,
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
 ) -> Result<axum::Json<Execution>, ApiError> {
@@ -127,7 +180,9 @@ pub struct ResultReport {
 }
 
 /// Report the result of an asynchronous (202) execution. Settles a RUNNING execution once;
-/// a failure gets the retry policy.
+/// a failure gets the retry policy. Authenticated by the executor signature
+/// (`X-JobFlow-Timestamp`, `X-JobFlow-Signature`, as on calls to executors) or an operator
+/// token.
 #[utoipa::path(post, path = "/api/v1/jobs/executions/{traceId}/result", tag = "executions",
     params(("traceId" = String, Path, description = "Trace id of the execution")),
     request_body = ResultReport,
@@ -140,8 +195,11 @@ pub struct ResultReport {
 async fn report_result(
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
-    ValidJson(report): ValidJson<ResultReport>,
+    parts: axum::http::request::Parts,
+    body: axum::body::Bytes,
 ) -> Result<axum::Json<Execution>, ApiError> {
+    authorize_report(&state, &parts, &trace_id, &body)?;
+    let report: ResultReport = super::extract::parse_json(&parts.headers, &body)?;
     if report
         .message
         .as_ref()

@@ -15,48 +15,58 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ValidJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let is_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(|mime| {
-                let mime = mime.trim().to_ascii_lowercase();
-                mime == "application/json"
-                    || (mime.starts_with("application/") && mime.ends_with("+json"))
-            })
-            .unwrap_or(false);
-        if !is_json {
-            return Err(ApiError::UnsupportedMediaType(
-                "expected Content-Type: application/json".into(),
-            ));
-        }
-        let bytes = Bytes::from_request(req, state).await?;
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        match serde_path_to_error::deserialize(de) {
-            Ok(v) => Ok(Self(v)),
-            Err(e) => {
-                let path = e.path().to_string();
-                let inner = e.into_inner();
-                if inner.is_data() && path != "." {
-                    Err(ApiError::field(&path, inner.to_string()))
-                } else if inner.is_data() {
-                    // serde names a missing field in its message: "missing field `cron`".
-                    let msg = inner.to_string();
-                    match msg.split('`').nth(1).filter(|_| {
-                        msg.starts_with("missing field") || msg.starts_with("unknown field")
-                    }) {
-                        Some(field) => Err(ApiError::field(
-                            field,
-                            msg.split(" at line").next().unwrap_or(&msg).to_string(),
-                        )),
-                        None => Err(ApiError::BadRequest(format!("invalid JSON body: {msg}"))),
-                    }
-                } else {
-                    Err(ApiError::BadRequest(format!(
-                        "malformed JSON body: {inner}"
-                    )))
+        let (parts, body) = req.into_parts();
+        // The body is read (within the limit) before any rejection, so the connection stays
+        // usable for the client's next request.
+        let bytes = Bytes::from_request(Request::from_parts(parts.clone(), body), state).await?;
+        parse_json(&parts.headers, &bytes).map(Self)
+    }
+}
+
+/// Parses a JSON request body with field-naming errors (see [`ValidJson`]).
+pub fn parse_json<T: DeserializeOwned>(
+    headers: &axum::http::HeaderMap,
+    bytes: &[u8],
+) -> Result<T, ApiError> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|mime| {
+            let mime = mime.trim().to_ascii_lowercase();
+            mime == "application/json"
+                || (mime.starts_with("application/") && mime.ends_with("+json"))
+        })
+        .unwrap_or(false);
+    if !is_json {
+        return Err(ApiError::UnsupportedMediaType(
+            "expected Content-Type: application/json".into(),
+        ));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize(de) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_data() && path != "." {
+                Err(ApiError::field(&path, inner.to_string()))
+            } else if inner.is_data() {
+                // serde names a missing field in its message: "missing field `cron`".
+                let msg = inner.to_string();
+                match msg.split('`').nth(1).filter(|_| {
+                    msg.starts_with("missing field") || msg.starts_with("unknown field")
+                }) {
+                    Some(field) => Err(ApiError::field(
+                        field,
+                        msg.split(" at line").next().unwrap_or(&msg).to_string(),
+                    )),
+                    None => Err(ApiError::BadRequest(format!("invalid JSON body: {msg}"))),
                 }
+            } else {
+                Err(ApiError::BadRequest(format!(
+                    "malformed JSON body: {inner}"
+                )))
             }
         }
     }

@@ -27,7 +27,7 @@ pub struct Health {
 }
 
 /// The process is alive.
-#[utoipa::path(get, path = "/health/live", tag = "health", responses((status = 200, body = Health)))]
+#[utoipa::path(get, path = "/health/live", tag = "health", security(()), responses((status = 200, body = Health)))]
 async fn live() -> axum::Json<Health> {
     axum::Json(Health {
         status: "UP",
@@ -36,7 +36,7 @@ async fn live() -> axum::Json<Health> {
 }
 
 /// The instance can serve: database reachable and discovery working.
-#[utoipa::path(get, path = "/health/ready", tag = "health",
+#[utoipa::path(get, path = "/health/ready", tag = "health", security(()),
     responses((status = 200, description = "Ready", body = Health), (status = 503, description = "Not ready", body = Health)))]
 async fn ready(State(state): State<AppState>) -> (StatusCode, axum::Json<Health>) {
     let mut checks = std::collections::BTreeMap::new();
@@ -66,14 +66,24 @@ async fn ready(State(state): State<AppState>) -> (StatusCode, axum::Json<Health>
     )
 }
 
-/// Prometheus metrics in the text exposition format.
-#[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
-async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
-    (
+/// Prometheus metrics in the text exposition format (a viewer token is needed when
+/// `auth.protect_metrics` is set).
+#[utoipa::path(get, path = "/metrics", tag = "health", security((), ("bearerAuth" = [])),
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"), (status = 401, description = "Token required")))]
+async fn prometheus(
+    State(state): State<AppState>,
+    parts: axum::http::request::Parts,
+) -> Result<impl IntoResponse, super::auth::AuthError> {
+    if state.tokens.protect_metrics {
+        state
+            .tokens
+            .authorize(&parts, crate::config::Role::Viewer)?;
+    }
+    Ok((
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
         state.metrics.render(),
-    )
+    ))
 }

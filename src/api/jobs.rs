@@ -10,6 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::{Admin, Auth, Operator, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::{Path, Query, ValidJson};
 use super::{AppState, PageParams};
@@ -87,12 +88,16 @@ impl From<JobDefinition> for JobView {
         (status = 413, description = "Body over 1 MiB", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn create_job(
+    auth: Auth<Admin>,
     State(state): State<AppState>,
     ValidJson(req): ValidJson<JobRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
     let spec =
         JobSpec::parse(req, None, state.default_tz, Utc::now()).map_err(ApiError::Validation)?;
-    let job = state.store.create_job(&spec, None, Utc::now()).await?;
+    let job = state
+        .store
+        .create_job(&spec, auth.actor(), Utc::now())
+        .await?;
     state.jobs_changed();
     let mut headers = HeaderMap::new();
     if let Ok(v) = HeaderValue::from_str(&format!("/api/v1/jobs/{}", job.name())) {
@@ -123,6 +128,7 @@ pub struct JobListParams {
         (status = 400, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_jobs(
+    _: Auth<Viewer>,
     State(state): State<AppState>,
     Query(p): Query<JobListParams>,
 ) -> Result<axum::Json<Page<JobView>>, ApiError> {
@@ -155,6 +161,7 @@ async fn list_jobs(
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_job(
+    _: Auth<Viewer>,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<axum::Json<JobView>, ApiError> {
@@ -175,6 +182,7 @@ async fn get_job(
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn update_job(
+    auth: Auth<Admin>,
     State(state): State<AppState>,
     Path(name): Path<String>,
     ValidJson(req): ValidJson<JobRequest>,
@@ -186,7 +194,7 @@ async fn update_job(
         .map_err(ApiError::Validation)?;
     let job = state
         .store
-        .update_job(&spec, None, Utc::now())
+        .update_job(&spec, auth.actor(), Utc::now())
         .await?
         .ok_or_else(|| ApiError::job_not_found(&name))?;
     state.jobs_changed();
@@ -200,6 +208,7 @@ async fn update_job(
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_job(
+    _: Auth<Admin>,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
@@ -226,13 +235,14 @@ pub struct EnabledParams {
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn set_enabled(
+    auth: Auth<Operator>,
     State(state): State<AppState>,
     Path(name): Path<String>,
     Query(p): Query<EnabledParams>,
 ) -> Result<axum::Json<JobView>, ApiError> {
     let job = state
         .store
-        .set_job_enabled(&name, p.enabled, None, Utc::now())
+        .set_job_enabled(&name, p.enabled, auth.actor(), Utc::now())
         .await?
         .ok_or_else(|| ApiError::job_not_found(&name))?;
     state.jobs_changed();
@@ -290,6 +300,7 @@ impl NextFireTimes {
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn next_fire_times(
+    _: Auth<Viewer>,
     State(state): State<AppState>,
     Path(name): Path<String>,
     Query(p): Query<CountParams>,

@@ -1,6 +1,7 @@
 //! The REST API (SPEC §8): JSON in camelCase, errors as problem+json, OpenAPI generated from
 //! the handlers and served with Swagger UI from the binary.
 
+pub mod auth;
 mod cluster;
 mod cron;
 pub mod error;
@@ -46,6 +47,7 @@ pub struct AppState {
     pub dispatcher: Arc<Dispatcher>,
     pub discovery: Arc<dyn Discovery>,
     pub cluster: Arc<ClusterState>,
+    pub tokens: Arc<auth::Tokens>,
 }
 
 impl AppState {
@@ -85,9 +87,29 @@ impl PageParams {
     }
 }
 
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearerAuth",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("An API token from auth.tokens"))
+                    .build(),
+            ),
+        );
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(title = "JobFlow", description = "Distributed, lock-free job scheduler for Nacos microservices."),
+    modifiers(&BearerAuth),
+    security(("bearerAuth" = [])),
     tags(
         (name = "jobs", description = "Job definitions"),
         (name = "executions", description = "Executions: history, trigger, retry"),

@@ -1,8 +1,9 @@
 //! Who the schedulers are and where the executors are.
 //!
 //! The engine sees only the `Discovery` trait. `standalone`: one scheduler, executors from
-//! `[executors.static]`.
+//! `[executors.static]`. `nacos`: schedulers and executors from Nacos.
 
+mod nacos;
 mod standalone;
 
 use std::fmt;
@@ -10,6 +11,7 @@ use std::fmt;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
+pub use nacos::{NacosDiscovery, PATH_PREFIX_METADATA};
 pub use standalone::Standalone;
 
 /// One executor instance of a service.
@@ -68,9 +70,38 @@ impl fmt::Display for InstanceAddr {
     }
 }
 
+/// The local address used to reach `server_addr` (the first of a comma-separated list): the
+/// interface Nacos and the other instances see. A UDP `connect` only picks a route; no packet
+/// is sent.
+pub fn detect_ip(server_addr: &str) -> Option<std::net::IpAddr> {
+    use std::net::{ToSocketAddrs, UdpSocket};
+    let first = server_addr.split(',').next()?.trim();
+    let first = first
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
+    let target = first.to_socket_addrs().ok()?.next()?;
+    let bind = if target.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    let socket = UdpSocket::bind(bind).ok()?;
+    socket.connect(target).ok()?;
+    socket.local_addr().ok().map(|a| a.ip())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn detects_the_loopback_route() {
+        assert_eq!(
+            detect_ip("127.0.0.1:8848").unwrap().to_string(),
+            "127.0.0.1"
+        );
+        assert!(detect_ip("").is_none());
+    }
 
     #[test]
     fn addresses() {

@@ -139,6 +139,34 @@ pub fn signature(
     format!("v1={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// Signatures older (or newer) than this are refused.
+pub const MAX_SIGNATURE_AGE_SECONDS: i64 = 300;
+
+/// Checks a `v1=` signature: right secret, right request, made within
+/// `MAX_SIGNATURE_AGE_SECONDS` of `now`. Compared in constant time.
+#[allow(clippy::too_many_arguments)]
+pub fn verify_signature(
+    secret: &[u8],
+    method: &str,
+    path: &str,
+    timestamp: i64,
+    trace_id: &str,
+    body: &[u8],
+    presented: &str,
+    now: DateTime<Utc>,
+) -> bool {
+    if (now.timestamp() - timestamp).abs() > MAX_SIGNATURE_AGE_SECONDS {
+        return false;
+    }
+    let expected = signature(secret, method, path, timestamp, trace_id, body);
+    expected.len() == presented.len()
+        && expected
+            .bytes()
+            .zip(presented.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
 pub struct Call<'a> {
     pub http: &'a reqwest::Client,
     pub base_url: String,
@@ -361,6 +389,37 @@ mod tests {
         ] {
             assert_ne!(base, other);
         }
+    }
+
+    #[test]
+    fn verification_rejects_wrong_and_stale_signatures() {
+        let now = Utc::now();
+        let ts = now.timestamp();
+        let good = signature(b"k", "POST", "/p", ts, "t", b"{}");
+        assert!(verify_signature(
+            b"k", "POST", "/p", ts, "t", b"{}", &good, now
+        ));
+        assert!(!verify_signature(
+            b"other", "POST", "/p", ts, "t", b"{}", &good, now
+        ));
+        assert!(!verify_signature(
+            b"k",
+            "POST",
+            "/p",
+            ts,
+            "t",
+            b"{\"x\":1}",
+            &good,
+            now
+        ));
+        assert!(!verify_signature(
+            b"k", "POST", "/p", ts, "t", b"{}", "v1=00", now
+        ));
+        let old = ts - MAX_SIGNATURE_AGE_SECONDS - 1;
+        let stale = signature(b"k", "POST", "/p", old, "t", b"{}");
+        assert!(!verify_signature(
+            b"k", "POST", "/p", old, "t", b"{}", &stale, now
+        ));
     }
 
     #[test]

@@ -3,16 +3,15 @@
 //! rule here is tested without real time passing.
 //!
 //! Misfire rules, applied both when a job is gained (start-up, failover, rebalance) and when
-//! the loop wakes late:
-//! - the latest scheduled instant `L <= now` is the only candidate (missed instants before it
-//!   collapse into it: "fire once");
-//! - late by at most `tolerance`: fired, whatever the policy (a busy second is not a misfire);
-//! - late by at most `threshold`: fired for FIRE_ONCE_NOW, skipped for DO_NOTHING;
-//! - older: skipped.
+//! the loop wakes late, to the scheduled instants not yet fired:
+//! - every instant late by at most `tolerance` is fired, whatever the policy: it is late, not
+//!   missed (a busy second, or a failover that took two seconds, loses no fire);
+//! - of the instants older than that, only the latest counts ("fire once"): fired for
+//!   FIRE_ONCE_NOW when it is at most `threshold` old, otherwise skipped.
 //!
-//! On gain, `L` is a candidate only when it is newer than the job's last change (a fire
-//! scheduled while the job was disabled or had another cron is not owed) and newer than the
-//! last recorded fire of the job (the previous owner already fired it).
+//! On gain, only instants newer than the job's last change (a fire scheduled while the job
+//! was disabled or had another cron is not owed) and newer than the job's last recorded fire
+//! (the previous owner made it) are owed.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -115,15 +114,11 @@ impl FireSchedule {
                 }
                 None => {
                     step.gained += 1;
-                    if let Some(latest) = job
-                        .spec
-                        .cron
-                        .latest_at_or_before(now, job.spec.timezone.tz())
-                        && latest > job.updated_at
-                        && last_fired.get(&name).is_none_or(|last| *last < latest)
-                    {
-                        decide(&job, latest, now, rules, &mut step);
-                    }
+                    let after = match last_fired.get(&name) {
+                        Some(last) => job.updated_at.max(*last),
+                        None => job.updated_at,
+                    };
+                    owed(&job, after, now, rules, &mut step);
                     self.insert(job, now);
                 }
             }
@@ -142,23 +137,18 @@ impl FireSchedule {
             let Some(entry) = self.entries.get_mut(&name) else {
                 continue;
             };
-            let (tz, cron) = (entry.job.spec.timezone.tz(), &entry.job.spec.cron);
-            // Usually the following instant is in the future and `scheduled` is the one to
-            // fire; after a stall, only the latest missed instant counts.
-            let following = cron.next_after(scheduled, tz);
-            let (latest, next) = match following {
-                Some(f) if f > now => (scheduled, Some(f)),
-                _ => (
-                    cron.latest_at_or_before(now, tz).unwrap_or(scheduled),
-                    cron.next_after(now, tz),
-                ),
-            };
             let job = entry.job.clone();
-            entry.next = next;
-            if let Some(n) = next {
+            entry.next = job.spec.cron.next_after(now, job.spec.timezone.tz());
+            if let Some(n) = entry.next {
                 self.queue.insert((n, name));
             }
-            decide(&job, latest, now, rules, &mut step);
+            owed(
+                &job,
+                scheduled - Duration::milliseconds(1),
+                now,
+                rules,
+                &mut step,
+            );
         }
         step
     }
@@ -181,31 +171,46 @@ impl FireSchedule {
     }
 }
 
-fn decide(
+/// Adds the fires owed for `job`'s instants in `(after, now]` under the misfire rules.
+fn owed(
     job: &Arc<JobDefinition>,
-    fire_time: DateTime<Utc>,
+    after: DateTime<Utc>,
     now: DateTime<Utc>,
     rules: MisfireRules,
     step: &mut Step,
 ) {
-    let late = now - fire_time;
-    if late <= rules.tolerance {
-        step.due.push(DueFire {
-            job: job.clone(),
-            fire_time,
-            misfire: false,
-        });
-    } else if late <= rules.threshold && job.spec.misfire_policy == MisfirePolicy::FireOnceNow {
-        step.due.push(DueFire {
-            job: job.clone(),
-            fire_time,
-            misfire: true,
-        });
-    } else {
-        step.skipped.push(SkippedFire {
-            job: job.name().to_string(),
-            fire_time,
-        });
+    let (cron, tz) = (&job.spec.cron, job.spec.timezone.tz());
+    let on_time_from = now - rules.tolerance;
+    // The latest instant that is more than `tolerance` late: at most one such fire is owed.
+    // (Skipped on the common path, a wake-up right at the scheduled instant.)
+    let late = (after < on_time_from)
+        .then(|| cron.latest_at_or_before(on_time_from - Duration::milliseconds(1), tz))
+        .flatten();
+    if let Some(late) = late.filter(|l| *l > after) {
+        if now - late <= rules.threshold && job.spec.misfire_policy == MisfirePolicy::FireOnceNow {
+            step.due.push(DueFire {
+                job: job.clone(),
+                fire_time: late,
+                misfire: true,
+            });
+        } else {
+            step.skipped.push(SkippedFire {
+                job: job.name().to_string(),
+                fire_time: late,
+            });
+        }
+    }
+    // Every instant within the tolerance, oldest first.
+    let mut cursor = after.max(on_time_from - Duration::milliseconds(1));
+    while let Some(t) = cron.next_after(cursor, tz).filter(|t| *t <= now) {
+        if t > after {
+            step.due.push(DueFire {
+                job: job.clone(),
+                fire_time: t,
+                misfire: false,
+            });
+        }
+        cursor = t;
     }
 }
 
@@ -296,17 +301,50 @@ mod tests {
         let a = job("a", "* * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:00Z");
         let d = job("d", "* * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
         s.sync([a, d], t("2024-01-01T00:00:00.5Z"), RULES, &HashMap::new());
-        // Woken 30 s late: each fires only its latest instant, once. That instant is only
-        // 0.2 s old, so it is not a misfire, even for DO_NOTHING.
-        let mut step = s.take_due(t("2024-01-01T00:00:31.2Z"), RULES);
-        step.due.sort_by_key(|d| d.job.name().to_string());
+        // Woken 30 s late: the instants within the 5 s tolerance (27..=31) are late, not
+        // missed, and fire for both; of the older ones only the latest (26) counts, fired for
+        // FIRE_ONCE_NOW and skipped for DO_NOTHING.
+        let step = s.take_due(t("2024-01-01T00:00:31.2Z"), RULES);
+        let of = |job: &str| -> Vec<(String, bool)> {
+            let mut v: Vec<_> = step
+                .due
+                .iter()
+                .filter(|d| d.job.name().as_str() == job)
+                .map(|d| (d.fire_time.format("%S").to_string(), d.misfire))
+                .collect();
+            v.sort();
+            v
+        };
+        let on_time = |s: &str| (s.to_string(), false);
         assert_eq!(
-            fires(&step),
+            of("a"),
             [
-                ("a".into(), "2024-01-01T00:00:31+00:00".into(), false),
-                ("d".into(), "2024-01-01T00:00:31+00:00".into(), false)
+                ("26".to_string(), true),
+                on_time("27"),
+                on_time("28"),
+                on_time("29"),
+                on_time("30"),
+                on_time("31")
             ]
         );
+        assert_eq!(
+            of("d"),
+            [
+                on_time("27"),
+                on_time("28"),
+                on_time("29"),
+                on_time("30"),
+                on_time("31")
+            ]
+        );
+        assert_eq!(
+            step.skipped,
+            [SkippedFire {
+                job: "d".into(),
+                fire_time: t("2024-01-01T00:00:26Z")
+            }]
+        );
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:32Z")));
         // Every missed instant is older than the tolerance: a catches up, d skips.
         let mut s = FireSchedule::default();
         let d = job("d", "0 * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
@@ -376,6 +414,24 @@ mod tests {
         );
         assert!(step.due.is_empty());
         assert_eq!(step.skipped.len(), 1);
+    }
+
+    #[test]
+    fn a_quick_failover_loses_no_fire_of_a_second_level_job() {
+        // The previous owner fired 10:00:05 and died; this instance gains the job 3.4 s later.
+        let a = job("a", "* * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
+        let last = HashMap::from([("a".to_string(), t("2024-01-01T10:00:05Z"))]);
+        let mut s = FireSchedule::default();
+        let step = s.sync([a], t("2024-01-01T10:00:08.4Z"), RULES, &last);
+        assert_eq!(
+            fires(&step),
+            ["06", "07", "08"].map(|sec| (
+                "a".to_string(),
+                format!("2024-01-01T10:00:{sec}+00:00"),
+                false
+            ))
+        );
+        assert!(step.skipped.is_empty());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod helpers;
 mod recorder;
 
+mod api_auth;
 mod api_hostile;
 mod api_jobs;
 mod api_misc;

@@ -1,0 +1,451 @@
+//! Nacos discovery (SPEC §4, §6.1): this instance registers under the scheduler service once it
+//! is ready, every instance subscribes to that service and recomputes ownership on each push,
+//! and executor instances are kept current per service by subscription (no Nacos round trip
+//! per fire).
+//!
+//! Outages: nacos-sdk keeps the last pushed lists and re-registers by itself after a
+//! reconnect; its empty-push protection is on, so an empty push during an outage is never
+//! read as "everyone is gone". A probe every few seconds surfaces the connection state in
+//! readiness and `scheduler_nacos_up`, and registers this instance again if the server lost
+//! it (a Nacos restart without persistence).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nacos_sdk::api::naming::{
+    NamingChangeEvent, NamingEventListener, NamingService, NamingServiceBuilder, ServiceInstance,
+};
+use nacos_sdk::api::props::ClientProps;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{Discovery, ExecutorInstance, InstanceAddr};
+use crate::config::NacosSettings;
+
+/// Instance metadata key through which an executor announces its endpoint prefix.
+pub const PATH_PREFIX_METADATA: &str = "jobflow.path-prefix";
+
+pub struct NacosDiscovery {
+    naming: NamingService,
+    me: String,
+    ip: String,
+    port: u16,
+    service: String,
+    group: String,
+    schedulers: watch::Sender<Vec<String>>,
+    executors: Arc<RwLock<HashMap<String, Vec<ExecutorInstance>>>>,
+    subscribing: tokio::sync::Mutex<()>,
+    registered: AtomicBool,
+    reachable: Arc<AtomicBool>,
+    last_error: Arc<Mutex<Option<String>>>,
+    metadata: HashMap<String, String>,
+    stop: CancellationToken,
+}
+
+struct SchedulerListener(watch::Sender<Vec<String>>);
+
+impl NamingEventListener for SchedulerListener {
+    fn event(&self, event: Arc<NamingChangeEvent>) {
+        let Some(instances) = &event.instances else {
+            return;
+        };
+        let list = scheduler_ids(instances);
+        self.0.send_if_modified(|current| {
+            if *current == list {
+                return false;
+            }
+            tracing::info!(before = current.len(), after = list.len(), instances = ?list, "scheduler list pushed by Nacos");
+            *current = list;
+            true
+        });
+    }
+}
+
+struct ExecutorListener {
+    service: String,
+    cache: Arc<RwLock<HashMap<String, Vec<ExecutorInstance>>>>,
+}
+
+impl NamingEventListener for ExecutorListener {
+    fn event(&self, event: Arc<NamingChangeEvent>) {
+        let Some(instances) = &event.instances else {
+            return;
+        };
+        let list = executor_instances(instances);
+        tracing::info!(service = %self.service, executors = list.len(), "executor list pushed by Nacos");
+        self.cache
+            .write()
+            .expect("executor cache lock")
+            .insert(self.service.clone(), list);
+    }
+}
+
+/// Healthy, enabled scheduler instances as sorted `ip:port` ids.
+fn scheduler_ids(instances: &[ServiceInstance]) -> Vec<String> {
+    let mut ids: Vec<String> = instances
+        .iter()
+        .filter(|i| i.healthy && i.enabled)
+        .map(|i| format!("{}:{}", i.ip, i.port))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// Healthy, enabled executor instances with weight above zero, sorted by `ip:port`.
+pub fn executor_instances(instances: &[ServiceInstance]) -> Vec<ExecutorInstance> {
+    let mut list: Vec<ExecutorInstance> = instances
+        .iter()
+        .filter(|i| i.healthy && i.enabled && i.weight > 0.0)
+        .filter_map(|i| {
+            let addr = InstanceAddr::parse(&format!("{}:{}", i.ip, i.port)).ok()?;
+            let path_prefix = i
+                .metadata
+                .get(PATH_PREFIX_METADATA)
+                .filter(|p| valid_prefix(p))
+                .cloned();
+            Some(ExecutorInstance { addr, path_prefix })
+        })
+        .collect();
+    list.sort_by(|a, b| a.addr.cmp(&b.addr));
+    list.dedup_by(|a, b| a.addr == b.addr);
+    list
+}
+
+/// A prefix from another party's metadata must be a plain absolute path.
+fn valid_prefix(p: &str) -> bool {
+    p.is_empty()
+        || (p.starts_with('/')
+            && !p.ends_with('/')
+            && !p.contains("..")
+            && p.len() <= 200
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.')))
+}
+
+impl NacosDiscovery {
+    /// Connects to Nacos and subscribes to the scheduler service (without registering).
+    pub async fn connect(
+        settings: &NacosSettings,
+        ip: String,
+        port: u16,
+    ) -> anyhow::Result<Arc<Self>> {
+        let mut props = ClientProps::new()
+            .server_addr(settings.server_addr.clone())
+            .namespace(if settings.namespace == "public" {
+                String::new()
+            } else {
+                settings.namespace.clone()
+            })
+            .app_name("jobflow")
+            .naming_push_empty_protection(true)
+            // Our configuration, not NACOS_CLIENT_* variables, decides where to connect.
+            .env_first(false);
+        let mut builder_needs_auth = false;
+        if let Some(user) = &settings.username {
+            props = props.auth_username(user.clone());
+            builder_needs_auth = true;
+        }
+        if let Some(pass) = &settings.password {
+            props = props.auth_password(pass.expose().to_string());
+            builder_needs_auth = true;
+        }
+        let mut builder = NamingServiceBuilder::new(props);
+        if builder_needs_auth {
+            builder = builder.enable_auth_plugin_http();
+        }
+        let naming = builder
+            .build()
+            .await
+            .map_err(|e| anyhow::anyhow!("connecting to Nacos at {}: {e}", settings.server_addr))?;
+        let (schedulers, _) = watch::channel(Vec::new());
+        let metadata = HashMap::from([
+            (
+                "jobflow.version".to_string(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            ),
+            ("jobflow.role".to_string(), "scheduler".to_string()),
+            (
+                "jobflow.start-time".to_string(),
+                chrono::Utc::now().to_rfc3339(),
+            ),
+        ]);
+        let this = Arc::new(Self {
+            naming,
+            me: format!("{ip}:{port}"),
+            ip,
+            port,
+            service: settings.service_name.clone(),
+            group: settings.group.clone(),
+            schedulers,
+            executors: Arc::default(),
+            subscribing: tokio::sync::Mutex::new(()),
+            registered: AtomicBool::new(false),
+            reachable: Arc::new(AtomicBool::new(false)),
+            last_error: Arc::default(),
+            metadata,
+            stop: CancellationToken::new(),
+        });
+        this.naming
+            .subscribe(
+                this.service.clone(),
+                Some(this.group.clone()),
+                Vec::new(),
+                Arc::new(SchedulerListener(this.schedulers.clone())),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("subscribing to {}: {e}", this.service))?;
+        let current = this.fetch(&this.service).await?;
+        this.schedulers.send_replace(scheduler_ids(&current));
+        this.reachable.store(true, Ordering::Release);
+        tokio::spawn(this.clone().probe());
+        Ok(this)
+    }
+
+    async fn fetch(&self, service: &str) -> anyhow::Result<Vec<ServiceInstance>> {
+        let call = self.naming.get_all_instances(
+            service.to_string(),
+            Some(self.group.clone()),
+            Vec::new(),
+            true,
+        );
+        match tokio::time::timeout(Duration::from_secs(5), call).await {
+            Ok(Ok(list)) => Ok(list),
+            Ok(Err(e)) => Err(anyhow::anyhow!("Nacos query for {service} failed: {e}")),
+            Err(_) => Err(anyhow::anyhow!(
+                "Nacos did not answer a query for {service} within 5s"
+            )),
+        }
+    }
+
+    fn instance(&self) -> ServiceInstance {
+        ServiceInstance {
+            instance_id: None,
+            ip: self.ip.clone(),
+            port: self.port as i32,
+            weight: 1.0,
+            healthy: true,
+            enabled: true,
+            ephemeral: true,
+            cluster_name: None,
+            service_name: Some(self.service.clone()),
+            metadata: self.metadata.clone(),
+        }
+    }
+
+    /// Every few seconds: can Nacos be reached, and does it still list this instance?
+    async fn probe(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                _ = self.stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(3)) => {}
+            }
+            match self.fetch(&self.service).await {
+                Ok(list) => {
+                    if !self.reachable.swap(true, Ordering::AcqRel) {
+                        tracing::info!("Nacos reachable again");
+                    }
+                    *self.last_error.lock().expect("error lock") = None;
+                    metrics::gauge!("scheduler_nacos_up").set(1.0);
+                    let listed = list
+                        .iter()
+                        .any(|i| i.ip == self.ip && i.port == self.port as i32);
+                    if self.registered.load(Ordering::Acquire) && !listed {
+                        tracing::warn!("Nacos no longer lists this instance; registering again");
+                        if let Err(e) = self
+                            .naming
+                            .register_instance(
+                                self.service.clone(),
+                                Some(self.group.clone()),
+                                self.instance(),
+                            )
+                            .await
+                        {
+                            tracing::warn!(error = %e, "re-registration failed");
+                        }
+                    }
+                }
+                Err(e) => {
+                    if self.reachable.swap(false, Ordering::AcqRel) {
+                        tracing::warn!(error = %e, "Nacos unreachable; scheduling continues with the last known lists");
+                    }
+                    *self.last_error.lock().expect("error lock") = Some(e.to_string());
+                    metrics::gauge!("scheduler_nacos_up").set(0.0);
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Discovery for NacosDiscovery {
+    fn self_id(&self) -> &str {
+        &self.me
+    }
+
+    fn schedulers(&self) -> watch::Receiver<Vec<String>> {
+        self.schedulers.subscribe()
+    }
+
+    async fn executors(&self, service: &str) -> Vec<ExecutorInstance> {
+        if let Some(list) = self
+            .executors
+            .read()
+            .expect("executor cache lock")
+            .get(service)
+        {
+            return list.clone();
+        }
+        // First use of this service: subscribe once, then serve from the pushed cache.
+        let _guard = self.subscribing.lock().await;
+        if let Some(list) = self
+            .executors
+            .read()
+            .expect("executor cache lock")
+            .get(service)
+        {
+            return list.clone();
+        }
+        let listener = Arc::new(ExecutorListener {
+            service: service.to_string(),
+            cache: self.executors.clone(),
+        });
+        if let Err(e) = self
+            .naming
+            .subscribe(
+                service.to_string(),
+                Some(self.group.clone()),
+                Vec::new(),
+                listener,
+            )
+            .await
+        {
+            tracing::warn!(service, error = %e, "subscribing to executor service failed");
+            return Vec::new();
+        }
+        match self.fetch(service).await {
+            Ok(instances) => {
+                let list = executor_instances(&instances);
+                self.executors
+                    .write()
+                    .expect("executor cache lock")
+                    .insert(service.to_string(), list.clone());
+                list
+            }
+            Err(e) => {
+                tracing::warn!(service, error = %e, "querying executor service failed");
+                Vec::new()
+            }
+        }
+    }
+
+    async fn register(&self) -> anyhow::Result<()> {
+        self.naming
+            .register_instance(
+                self.service.clone(),
+                Some(self.group.clone()),
+                self.instance(),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("registering {} in Nacos: {e}", self.me))?;
+        self.registered.store(true, Ordering::Release);
+        tracing::info!(service = %self.service, instance = %self.me, "registered in Nacos");
+        Ok(())
+    }
+
+    async fn deregister(&self) {
+        self.registered.store(false, Ordering::Release);
+        self.stop.cancel();
+        match self
+            .naming
+            .deregister_instance(
+                self.service.clone(),
+                Some(self.group.clone()),
+                self.instance(),
+            )
+            .await
+        {
+            Ok(()) => tracing::info!(instance = %self.me, "deregistered from Nacos"),
+            Err(e) => {
+                tracing::warn!(error = %e, "deregistration failed; Nacos expires the instance by itself")
+            }
+        }
+    }
+
+    fn status(&self) -> Result<(), String> {
+        if self.reachable.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(self
+                .last_error
+                .lock()
+                .expect("error lock")
+                .clone()
+                .unwrap_or_else(|| "Nacos unreachable".into()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(
+        ip: &str,
+        port: i32,
+        healthy: bool,
+        enabled: bool,
+        weight: f64,
+        prefix: Option<&str>,
+    ) -> ServiceInstance {
+        ServiceInstance {
+            instance_id: None,
+            ip: ip.into(),
+            port,
+            weight,
+            healthy,
+            enabled,
+            ephemeral: true,
+            cluster_name: None,
+            service_name: None,
+            metadata: prefix
+                .map(|p| HashMap::from([(PATH_PREFIX_METADATA.to_string(), p.to_string())]))
+                .unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn executors_are_filtered_and_sorted() {
+        let list = executor_instances(&[
+            inst("10.0.0.2", 80, true, true, 1.0, Some("/jobs")),
+            inst("10.0.0.1", 80, true, true, 1.0, Some("/../../admin")),
+            inst("10.0.0.3", 80, false, true, 1.0, None),
+            inst("10.0.0.4", 80, true, false, 1.0, None),
+            inst("10.0.0.5", 80, true, true, 0.0, None),
+        ]);
+        let addrs: Vec<_> = list
+            .iter()
+            .map(|e| (e.addr.to_string(), e.path_prefix.clone()))
+            .collect();
+        assert_eq!(
+            addrs,
+            [
+                ("10.0.0.1:80".to_string(), None),
+                ("10.0.0.2:80".to_string(), Some("/jobs".to_string()))
+            ]
+        );
+    }
+
+    #[test]
+    fn scheduler_ids_skip_unhealthy() {
+        let ids = scheduler_ids(&[
+            inst("b", 1, true, true, 1.0, None),
+            inst("a", 1, true, true, 1.0, None),
+            inst("c", 1, false, true, 1.0, None),
+        ]);
+        assert_eq!(ids, ["a:1", "b:1"]);
+    }
+}

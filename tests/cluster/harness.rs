@@ -1,0 +1,360 @@
+//! Real processes for cluster tests: an rnacos server on free ports with its own data
+//! directory, `jobflow` scheduler processes in nacos mode on one MySQL/MariaDB database, and
+//! recording executors registered in Nacos.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sqlx::Connection;
+
+pub fn rnacos_binary() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("RNACOS_BIN") {
+        return p.into();
+    }
+    let home = std::env::var("HOME").unwrap_or_default();
+    for candidate in [
+        format!("{home}/.cargo/bin/rnacos"),
+        "/usr/local/bin/rnacos".into(),
+    ] {
+        if std::path::Path::new(&candidate).is_file() {
+            return candidate.into();
+        }
+    }
+    panic!(
+        "rnacos is required for the cluster tests: cargo install rnacos --locked (scripts/test.sh does this)"
+    )
+}
+
+/// A free port `p` whose `p + 1000` (Nacos gRPC) is free as well.
+fn free_port_pair() -> u16 {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = l.local_addr().unwrap().port();
+        if p < 60_000 && std::net::TcpListener::bind(("127.0.0.1", p + 1000)).is_ok() {
+            return p;
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Rnacos {
+    pub http_port: u16,
+    console_port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Rnacos {
+    pub async fn start() -> Self {
+        let mut n = Self {
+            http_port: free_port_pair(),
+            console_port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+        };
+        n.launch().await;
+        n
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http_port)
+    }
+
+    async fn launch(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("rnacos.log")).unwrap();
+        let child = Command::new(rnacos_binary())
+            .env("RNACOS_HTTP_PORT", self.http_port.to_string())
+            .env("RNACOS_GRPC_PORT", (self.http_port + 1000).to_string())
+            .env("RNACOS_HTTP_CONSOLE_PORT", self.console_port.to_string())
+            .env("RNACOS_DATA_DIR", self.dir.path().join("data"))
+            .env("RUST_LOG", "warn")
+            .current_dir(self.dir.path())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start rnacos");
+        self.child = Some(child);
+        let url = format!(
+            "http://127.0.0.1:{}/nacos/v1/ns/service/list?pageNo=1&pageSize=10",
+            self.http_port
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = reqwest::get(&url).await
+                && r.status().is_success()
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "rnacos did not come up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The gRPC port must accept too.
+        while std::net::TcpStream::connect(("127.0.0.1", self.http_port + 1000)).is_err() {
+            assert!(Instant::now() < deadline, "rnacos gRPC did not come up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub async fn restart(&mut self) {
+        self.stop();
+        self.launch().await;
+    }
+
+    /// `ip:port` of the healthy instances of `service`, through the 1.x HTTP open API.
+    pub async fn instances(&self, service: &str) -> Vec<String> {
+        let url = format!(
+            "http://127.0.0.1:{}/nacos/v1/ns/instance/list?serviceName={service}&healthyOnly=true",
+            self.http_port
+        );
+        let Ok(resp) = reqwest::get(&url).await else {
+            return Vec::new();
+        };
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        let mut out: Vec<String> = v["hosts"]
+            .as_array()
+            .map(|hosts| {
+                hosts
+                    .iter()
+                    .map(|h| format!("{}:{}", h["ip"].as_str().unwrap_or(""), h["port"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    /// Registers a persistent instance through the 1.x HTTP open API (as a non-gRPC client
+    /// such as an older Spring Cloud service would).
+    pub async fn register_http(&self, service: &str, addr: &str) {
+        let (ip, port) = addr.rsplit_once(':').unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/nacos/v1/ns/instance?serviceName={service}&ip={ip}&port={port}&ephemeral=false&weight=1&enabled=true&healthy=true",
+            self.http_port
+        );
+        let r = reqwest::Client::new().post(&url).send().await.unwrap();
+        assert!(
+            r.status().is_success(),
+            "register {addr}: {}",
+            r.text().await.unwrap()
+        );
+    }
+
+    pub async fn deregister_http(&self, service: &str, addr: &str) {
+        let (ip, port) = addr.rsplit_once(':').unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/nacos/v1/ns/instance?serviceName={service}&ip={ip}&port={port}&ephemeral=false",
+            self.http_port
+        );
+        let r = reqwest::Client::new().delete(&url).send().await.unwrap();
+        assert!(
+            r.status().is_success(),
+            "deregister {addr}: {}",
+            r.text().await.unwrap()
+        );
+    }
+}
+
+impl Drop for Rnacos {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub struct MySqlDb {
+    pub url: String,
+    name: String,
+    server: String,
+}
+
+impl MySqlDb {
+    pub async fn create() -> Self {
+        let server = std::env::var("JOBFLOW_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into());
+        let name = format!("jobflow_cluster_{:08x}", rand::random::<u32>());
+        let mut conn = sqlx::MySqlConnection::connect(&server)
+            .await
+            .expect("MySQL/MariaDB for the cluster tests");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        Self {
+            url: format!("{server}/{name}"),
+            name,
+            server,
+        }
+    }
+}
+
+impl Drop for MySqlDb {
+    fn drop(&mut self) {
+        let (server, name) = (self.server.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::MySqlConnection::connect(&server).await {
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP DATABASE IF EXISTS `{name}`"
+                    )))
+                    .execute(&mut c)
+                    .await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+/// One `jobflow` process in nacos mode.
+pub struct Scheduler {
+    pub id: String,
+    child: Child,
+    pub log: Arc<Mutex<Vec<String>>>,
+    pub client: reqwest::Client,
+}
+
+impl Scheduler {
+    pub async fn start(db: &str, nacos: &str) -> Self {
+        let dir = std::env::temp_dir();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_jobflow"))
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("JOBFLOW__DISCOVERY__MODE", "nacos")
+            .env("JOBFLOW__NACOS__SERVER_ADDR", nacos)
+            .env("JOBFLOW__DISCOVERY__ADVERTISE_IP", "127.0.0.1")
+            .env("JOBFLOW__DATABASE__URL", db)
+            .env("JOBFLOW__SERVER__HOST", "127.0.0.1")
+            .env("JOBFLOW__SERVER__PORT", "0")
+            .env("JOBFLOW__SERVER__SHUTDOWN_GRACE_SECONDS", "5")
+            .env("JOBFLOW__AUTH__ENABLED", "false")
+            .env("JOBFLOW__LOG__FORMAT", "json")
+            .env("JOBFLOW__LOG__LEVEL", "info")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start jobflow");
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if !sent
+                    && let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && v["message"] == "JobFlow listening"
+                {
+                    let _ = tx.send(v["instance"].as_str().unwrap_or("").to_string());
+                    sent = true;
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let id = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            .unwrap_or_else(|_| panic!("scheduler did not start: {:?}", log.lock().unwrap()));
+        Self {
+            id,
+            child,
+            log,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.id)
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// The scheduler instances this instance sees.
+    pub async fn sees(&self) -> Vec<String> {
+        match self.client.get(self.url("/api/v1/cluster")).send().await {
+            Ok(r) => r
+                .json::<Value>()
+                .await
+                .ok()
+                .and_then(|v| serde_json::from_value(v["instances"].clone()).ok())
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits for the exit; returns the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log.lock().unwrap();
+            eprintln!("--- last log lines of scheduler {} ---", self.id);
+            for line in log.iter().rev().take(40).rev() {
+                eprintln!("{line}");
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
