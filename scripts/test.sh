@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs every JobFlow check and test suite: formatting, clippy, unit tests, and the
-# integration suites on SQLite and MySQL/MariaDB. Brings up what the tests need: MariaDB
-# (installed if missing when running as root, started if stopped).
+# Runs every JobFlow check and test suite: formatting, clippy, unit tests, the integration
+# suites on SQLite and MySQL/MariaDB, the executor SDK, and the multi-process cluster suite on
+# rnacos. Brings up what the tests need: MariaDB (installed if missing when running as root,
+# started if stopped), rnacos (cargo install rnacos --locked when missing), python3 (the
+# protocol docs' Python executor).
 #
 # JOBFLOW_TEST_MYSQL_URL overrides the server the MySQL suite uses
 # (default mysql://root@127.0.0.1:3306; every test creates and drops its own database).
@@ -52,7 +54,37 @@ ensure_mariadb() {
     mysql_up || { echo "MariaDB did not come up on 127.0.0.1:3306" >&2; exit 1; }
 }
 
+ensure_rnacos() {
+    if [ -n "${RNACOS_BIN:-}" ] && [ -x "$RNACOS_BIN" ]; then
+        log "rnacos: $RNACOS_BIN"
+    elif command -v rnacos >/dev/null 2>&1; then
+        export RNACOS_BIN="$(command -v rnacos)"
+        log "rnacos: $RNACOS_BIN"
+    elif [ -x "$HOME/.cargo/bin/rnacos" ]; then
+        export RNACOS_BIN="$HOME/.cargo/bin/rnacos"
+        log "rnacos: $RNACOS_BIN"
+    else
+        log "installing rnacos (cargo install rnacos --locked; several minutes the first time)"
+        cargo install rnacos --locked --quiet
+        export RNACOS_BIN="$HOME/.cargo/bin/rnacos"
+    fi
+}
+
+ensure_python() {
+    if ! command -v python3 >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            log "installing python3"
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 >/dev/null
+        else
+            echo "python3 is needed for the protocol docs test" >&2
+            exit 1
+        fi
+    fi
+}
+
 ensure_mariadb
+ensure_rnacos
+ensure_python
 export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
 
 log "cargo fmt --check"
@@ -61,5 +93,5 @@ cargo fmt --all -- --check
 log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-log "cargo test (unit, SQLite and MySQL integration suites, doc tests)"
+log "cargo test (unit, SQLite and MySQL integration suites, SDK, cluster on rnacos, doc tests)"
 cargo test --workspace --locked -- --test-threads="${JOBFLOW_TEST_THREADS:-4}"

@@ -198,10 +198,11 @@ pub struct ExecutorsSettings {
 }
 
 /// API roles, each including the ones before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Reads jobs, executions, the cluster view.
+    #[default]
     Viewer,
     /// Also triggers, retries, enables and disables jobs.
     Operator,
@@ -209,9 +210,10 @@ pub enum Role {
     Admin,
 }
 
-/// One API token. Give either `token` (plain, best from the environment or a file) or
-/// `token_sha256` (hex SHA-256 of the token, safe to keep in a file).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One API token. Give exactly one of `token` (plain), `token_sha256` (hex SHA-256 of the
+/// token, safe to keep in a file), `token_env` (the name of an environment variable holding
+/// it) or `token_file` (a file holding it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSettings {
     /// Who this is: recorded as created_by / updated_by.
@@ -219,6 +221,8 @@ pub struct TokenSettings {
     pub role: Role,
     pub token: Option<Secret>,
     pub token_sha256: Option<String>,
+    pub token_env: Option<String>,
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -402,7 +406,30 @@ impl Settings {
             "executor.signing_secret_file",
             &self.executor.signing_secret_file,
             &mut self.executor.signing_secret,
-        )
+        )?;
+        for t in &mut self.auth.tokens {
+            if t.token.is_some() && (t.token_env.is_some() || t.token_file.is_some()) {
+                return Err(invalid(
+                    "auth.tokens",
+                    format!(
+                        "token `{}`: give exactly one of token, token_sha256, token_env, token_file",
+                        t.name
+                    ),
+                ));
+            }
+            if let Some(var) = t.token_env.take() {
+                let value = std::env::var(&var).map_err(|_| {
+                    invalid(
+                        "auth.tokens",
+                        format!("token `{}`: environment variable {var} is not set", t.name),
+                    )
+                })?;
+                t.token = Some(Secret(value));
+            }
+            let file = t.token_file.take();
+            read("auth.tokens", &file, &mut t.token)?;
+        }
+        Ok(())
     }
 
     /// Semantic checks the types alone cannot express.
@@ -659,6 +686,34 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("16 characters"), "{e}");
+    }
+
+    #[test]
+    fn tokens_come_from_the_environment_or_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "file-token-0123456789\n").unwrap();
+        let var = format!("JFTEST_TOKEN_{}", rand::random::<u32>());
+        // SAFETY: a variable name unique to this test.
+        unsafe { std::env::set_var(&var, "env-token-0123456789") };
+        let toml = format!(
+            "[[auth.tokens]]\nname = \"a\"\nrole = \"admin\"\ntoken_env = \"{var}\"\n[[auth.tokens]]\nname = \"b\"\nrole = \"viewer\"\ntoken_file = \"{}\"\n",
+            file.display()
+        );
+        let s = load(&[("default.toml", &toml)], &[]).unwrap();
+        assert_eq!(
+            s.auth.tokens[0].token.as_ref().unwrap().expose(),
+            "env-token-0123456789"
+        );
+        assert_eq!(
+            s.auth.tokens[1].token.as_ref().unwrap().expose(),
+            "file-token-0123456789"
+        );
+        let missing = "[[auth.tokens]]\nname = \"a\"\nrole = \"admin\"\ntoken_env = \"JFTEST_SURELY_UNSET\"\n";
+        let e = load(&[("default.toml", missing)], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("JFTEST_SURELY_UNSET"), "{e}");
     }
 
     #[test]

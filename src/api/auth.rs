@@ -202,12 +202,14 @@ mod tests {
                     role: Role::Viewer,
                     token: Some(Secret("viewer-token-0123456789".into())),
                     token_sha256: None,
+                    ..Default::default()
                 },
                 TokenSettings {
                     name: "ops".into(),
                     role: Role::Operator,
                     token: None,
                     token_sha256: Some(hex::encode(Sha256::digest(b"operator-token-0123456789"))),
+                    ..Default::default()
                 },
             ],
             protect_metrics: false,

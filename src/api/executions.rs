@@ -91,7 +91,7 @@ fn authorize_report(
     trace_id: &str,
     body: &[u8],
 ) -> Result<(), ApiError> {
-    use crate::dispatch::call::{headers, verify_signature};
+    use jobflow_executor::protocol::{headers, verify_signature};
     let signed = (|| {
         let secret = state.settings.executor.signing_secret.as_ref()?;
         let ts = parts

@@ -1,97 +1,42 @@
 //! One HTTP call to an executor (SPEC §6.4, §6.5): the request with every header and the JSON
 //! body, and the classification of what came back.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sha2::Sha256;
+use chrono::{SecondsFormat, Utc};
+use jobflow_executor::protocol::{DataRange, ExecutorRequest, headers, signature};
+use serde::Deserialize;
 
-use crate::jobs::{Execution, ExecutionStatus, JobDefinition, ShardStrategy};
+use crate::jobs::{Execution, ExecutionStatus, JobDefinition};
 
 /// At most this much of an executor's response is read; the rest is discarded unread.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 /// Stored excerpts of bodies and errors are cut to this many characters.
 const EXCERPT_CHARS: usize = 1000;
 
-/// Headers of the executor protocol.
-pub mod headers {
-    pub const TRACE_ID: &str = "X-Trace-Id";
-    pub const SHARD_START: &str = "X-Shard-Start";
-    pub const SHARD_END: &str = "X-Shard-End";
-    pub const SHARD_COUNT: &str = "X-Shard-Count";
-    pub const SHARD_STRATEGY: &str = "X-Shard-Strategy";
-    pub const JOB_NAME: &str = "X-Job-Name";
-    pub const EXECUTION_ID: &str = "X-Execution-Id";
-    pub const FIRE_TIME: &str = "X-Fire-Time";
-    pub const RETRY_COUNT: &str = "X-Retry-Count";
-    pub const TRACEPARENT: &str = "traceparent";
-    /// Unix seconds the signature was made at.
-    pub const TIMESTAMP: &str = "X-JobFlow-Timestamp";
-    /// `v1=<hex HMAC-SHA256>`; see [`super::signature`].
-    pub const SIGNATURE: &str = "X-JobFlow-Signature";
-}
-
-/// The JSON body sent to the executor: the same facts as the headers plus the parameters.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ExecutorRequest {
-    pub trace_id: String,
-    pub execution_id: String,
-    pub job_name: String,
-    pub handler: String,
-    pub trigger_type: String,
-    pub fire_time: DateTime<Utc>,
-    pub shard_start: u32,
-    pub shard_end: u32,
-    pub shard_count: u32,
-    pub shard_strategy: ShardStrategy,
-    pub retry_count: u32,
-    pub timeout_seconds: u32,
-    pub job_params: Option<Value>,
-    /// RANGE: the inclusive data slice of this shard range.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub data_range: Option<DataRange>,
-    /// CUSTOM: the item parameters of the shards in this range, by shard index.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub shard_items: Option<BTreeMap<u32, String>>,
-    /// Where a 202 (asynchronous) execution reports its result.
-    pub report_url: String,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct DataRange {
-    pub start: i64,
-    pub end: i64,
-}
-
-impl ExecutorRequest {
-    pub fn new(e: &Execution, job: &JobDefinition, report_url: String) -> Self {
-        let spec = &job.spec;
-        Self {
-            trace_id: e.trace_id.clone(),
-            execution_id: e.execution_id.clone(),
-            job_name: e.job_name.clone(),
-            handler: spec.handler.to_string(),
-            trigger_type: e.trigger_type.as_str().to_string(),
-            fire_time: e.fire_time,
-            shard_start: e.shard_start,
-            shard_end: e.shard_end,
-            shard_count: e.shard_count,
-            shard_strategy: spec.shard_strategy,
-            retry_count: e.retry_count,
-            timeout_seconds: spec.timeout_seconds,
-            job_params: spec.job_params.clone(),
-            data_range: spec
-                .shard_params
-                .data_range(e.shard_start, e.shard_end, e.shard_count)
-                .map(|(start, end)| DataRange { start, end }),
-            shard_items: spec.shard_params.items_in(e.shard_start, e.shard_end),
-            report_url,
-        }
+/// The body of the call for execution `e` of `job`.
+pub fn executor_request(e: &Execution, job: &JobDefinition, report_url: String) -> ExecutorRequest {
+    let spec = &job.spec;
+    ExecutorRequest {
+        trace_id: e.trace_id.clone(),
+        execution_id: e.execution_id.clone(),
+        job_name: e.job_name.clone(),
+        handler: spec.handler.to_string(),
+        trigger_type: e.trigger_type.as_str().to_string(),
+        fire_time: e.fire_time,
+        shard_start: e.shard_start,
+        shard_end: e.shard_end,
+        shard_count: e.shard_count,
+        shard_strategy: spec.shard_strategy.as_str().to_string(),
+        retry_count: e.retry_count,
+        timeout_seconds: spec.timeout_seconds,
+        job_params: spec.job_params.clone(),
+        data_range: spec
+            .shard_params
+            .data_range(e.shard_start, e.shard_end, e.shard_count)
+            .map(|(start, end)| DataRange { start, end }),
+        shard_items: spec.shard_params.items_in(e.shard_start, e.shard_end),
+        report_url,
     }
 }
 
@@ -114,57 +59,6 @@ pub enum CallOutcome {
         message: Option<String>,
         error: Option<String>,
     },
-}
-
-/// The signature over one call: `HMAC-SHA256(secret, "{method}\n{path}\n{timestamp}\n{trace_id}\n{body}")`,
-/// hex-encoded and sent as `v1=<hex>`.
-pub fn signature(
-    secret: &[u8],
-    method: &str,
-    path: &str,
-    timestamp: i64,
-    trace_id: &str,
-    body: &[u8],
-) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC accepts any key length");
-    mac.update(method.as_bytes());
-    mac.update(b"\n");
-    mac.update(path.as_bytes());
-    mac.update(b"\n");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b"\n");
-    mac.update(trace_id.as_bytes());
-    mac.update(b"\n");
-    mac.update(body);
-    format!("v1={}", hex::encode(mac.finalize().into_bytes()))
-}
-
-/// Signatures older (or newer) than this are refused.
-pub const MAX_SIGNATURE_AGE_SECONDS: i64 = 300;
-
-/// Checks a `v1=` signature: right secret, right request, made within
-/// `MAX_SIGNATURE_AGE_SECONDS` of `now`. Compared in constant time.
-#[allow(clippy::too_many_arguments)]
-pub fn verify_signature(
-    secret: &[u8],
-    method: &str,
-    path: &str,
-    timestamp: i64,
-    trace_id: &str,
-    body: &[u8],
-    presented: &str,
-    now: DateTime<Utc>,
-) -> bool {
-    if (now.timestamp() - timestamp).abs() > MAX_SIGNATURE_AGE_SECONDS {
-        return false;
-    }
-    let expected = signature(secret, method, path, timestamp, trace_id, body);
-    expected.len() == presented.len()
-        && expected
-            .bytes()
-            .zip(presented.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
 }
 
 pub struct Call<'a> {
@@ -190,7 +84,7 @@ impl Call<'_> {
             .header(headers::SHARD_START, r.shard_start)
             .header(headers::SHARD_END, r.shard_end)
             .header(headers::SHARD_COUNT, r.shard_count)
-            .header(headers::SHARD_STRATEGY, r.shard_strategy.as_str())
+            .header(headers::SHARD_STRATEGY, &r.shard_strategy)
             .header(headers::JOB_NAME, &r.job_name)
             .header(headers::EXECUTION_ID, &r.execution_id)
             .header(
@@ -314,113 +208,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn signature_is_stable_and_covers_every_part() {
-        let base = signature(
-            b"secret",
-            "POST",
-            "/internal/job/h",
-            1_700_000_000,
-            "abc",
-            b"{}",
-        );
-        assert!(base.starts_with("v1=") && base.len() == 3 + 64);
-        assert_eq!(
-            base,
-            signature(
-                b"secret",
-                "POST",
-                "/internal/job/h",
-                1_700_000_000,
-                "abc",
-                b"{}"
-            )
-        );
-        for other in [
-            signature(
-                b"secret2",
-                "POST",
-                "/internal/job/h",
-                1_700_000_000,
-                "abc",
-                b"{}",
-            ),
-            signature(
-                b"secret",
-                "GET",
-                "/internal/job/h",
-                1_700_000_000,
-                "abc",
-                b"{}",
-            ),
-            signature(
-                b"secret",
-                "POST",
-                "/internal/job/x",
-                1_700_000_000,
-                "abc",
-                b"{}",
-            ),
-            signature(
-                b"secret",
-                "POST",
-                "/internal/job/h",
-                1_700_000_001,
-                "abc",
-                b"{}",
-            ),
-            signature(
-                b"secret",
-                "POST",
-                "/internal/job/h",
-                1_700_000_000,
-                "abd",
-                b"{}",
-            ),
-            signature(
-                b"secret",
-                "POST",
-                "/internal/job/h",
-                1_700_000_000,
-                "abc",
-                b"{ }",
-            ),
-        ] {
-            assert_ne!(base, other);
-        }
-    }
-
-    #[test]
-    fn verification_rejects_wrong_and_stale_signatures() {
-        let now = Utc::now();
-        let ts = now.timestamp();
-        let good = signature(b"k", "POST", "/p", ts, "t", b"{}");
-        assert!(verify_signature(
-            b"k", "POST", "/p", ts, "t", b"{}", &good, now
-        ));
-        assert!(!verify_signature(
-            b"other", "POST", "/p", ts, "t", b"{}", &good, now
-        ));
-        assert!(!verify_signature(
-            b"k",
-            "POST",
-            "/p",
-            ts,
-            "t",
-            b"{\"x\":1}",
-            &good,
-            now
-        ));
-        assert!(!verify_signature(
-            b"k", "POST", "/p", ts, "t", b"{}", "v1=00", now
-        ));
-        let old = ts - MAX_SIGNATURE_AGE_SECONDS - 1;
-        let stale = signature(b"k", "POST", "/p", old, "t", b"{}");
-        assert!(!verify_signature(
-            b"k", "POST", "/p", old, "t", b"{}", &stale, now
-        ));
-    }
 
     #[test]
     fn excerpts_are_bounded() {

@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 pub use backoff::Backoff;
-use call::{Call, CallOutcome, ExecutorRequest};
+use call::{Call, CallOutcome, executor_request};
 
 use crate::config::Settings;
 use crate::discovery::{Discovery, ExecutorInstance};
@@ -484,7 +484,7 @@ impl Dispatcher {
                 return tracing::warn!(error = %e, "could not start execution; compensation will pick it up");
             }
         }
-        let request = ExecutorRequest::new(
+        let request = executor_request(
             &exec,
             &job,
             format!(

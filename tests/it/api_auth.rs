@@ -28,12 +28,14 @@ async fn secured(backend: Backend, protect_metrics: bool) -> TestApp {
                 role: Role::Viewer,
                 token: Some(Secret(VIEWER.into())),
                 token_sha256: None,
+                ..Default::default()
             },
             TokenSettings {
                 name: "otto".into(),
                 role: Role::Operator,
                 token: Some(Secret(OPERATOR.into())),
                 token_sha256: None,
+                ..Default::default()
             },
             // Hashed form: sha256 of ADMIN.
             TokenSettings {
@@ -43,6 +45,7 @@ async fn secured(backend: Backend, protect_metrics: bool) -> TestApp {
                 token_sha256: Some(
                     "f9ee720f6920f9afedc03593953670745df8e9121da62bc42cc09daaab63a4e3".into(),
                 ),
+                ..Default::default()
             },
         ];
         s.auth.protect_metrics = protect_metrics;
@@ -84,6 +87,7 @@ async fn every_endpoint_checks_its_role(backend: Backend) {
             role: r,
             token: Some(Secret(t.into())),
             token_sha256: None,
+            ..Default::default()
         })
         .collect();
     })
@@ -284,7 +288,7 @@ async fn result_reports_need_a_signature_or_operator(backend: Backend) {
     };
     let now = chrono::Utc::now().timestamp();
     let sign = |secret: &str, ts: i64| {
-        jobflow::dispatch::call::signature(secret.as_bytes(), "POST", &path, ts, &trace, &body)
+        jobflow_executor::protocol::signature(secret.as_bytes(), "POST", &path, ts, &trace, &body)
     };
     assert_eq!(
         send(now, sign("wrong-secret", now)).await.unwrap().status(),

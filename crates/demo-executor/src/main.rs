@@ -1,0 +1,76 @@
+//! `jobflow-demo-executor`: serves the demo handlers.
+//!
+//! Environment:
+//! - `DEMO_BIND` (default `0.0.0.0:9001`)
+//! - `JOBFLOW_SIGNING_SECRET`: the scheduler's `executor.signing_secret`; without it the demo
+//!   refuses to start unless `DEMO_ALLOW_UNSIGNED=true`
+//! - `NACOS_SERVER_ADDR` (optional): register in Nacos as `DEMO_SERVICE` (default
+//!   `demo-executor`) at `DEMO_ADVERTISE_IP`:port; `NACOS_NAMESPACE`, `NACOS_USERNAME`,
+//!   `NACOS_PASSWORD`
+//! - `LOG_FORMAT=json` for JSON logs; `RUST_LOG`
+
+use jobflow_executor::JobExecutor;
+use tracing_subscriber::EnvFilter;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter);
+    if env("LOG_FORMAT").as_deref() == Some("json") {
+        fmt.json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .init();
+    } else {
+        fmt.init();
+    }
+    let executor = match (
+        env("JOBFLOW_SIGNING_SECRET"),
+        env("DEMO_ALLOW_UNSIGNED").as_deref(),
+    ) {
+        (Some(secret), _) => JobExecutor::with_secret(secret),
+        (None, Some("true")) => {
+            tracing::warn!("accepting unsigned calls (DEMO_ALLOW_UNSIGNED=true)");
+            JobExecutor::without_signatures()
+        }
+        (None, _) => {
+            return Err(
+                "set JOBFLOW_SIGNING_SECRET (or DEMO_ALLOW_UNSIGNED=true on a trusted network)"
+                    .into(),
+            );
+        }
+    };
+    let bind = env("DEMO_BIND").unwrap_or_else(|| "0.0.0.0:9001".into());
+    let listener = tokio::net::TcpListener::bind(&bind).await?;
+    let port = listener.local_addr()?.port();
+    let _nacos = match env("NACOS_SERVER_ADDR") {
+        Some(server_addr) => {
+            let registration = jobflow_executor::nacos::Registration {
+                server_addr,
+                namespace: env("NACOS_NAMESPACE").unwrap_or_default(),
+                group: None,
+                service_name: env("DEMO_SERVICE").unwrap_or_else(|| "demo-executor".into()),
+                ip: env("DEMO_ADVERTISE_IP").unwrap_or_else(|| "127.0.0.1".into()),
+                port,
+                path_prefix: None,
+                username: env("NACOS_USERNAME"),
+                password: env("NACOS_PASSWORD"),
+            };
+            let naming = jobflow_executor::nacos::register(&registration).await?;
+            tracing::info!(service = %registration.service_name, ip = %registration.ip, port, "registered in Nacos");
+            Some(naming)
+        }
+        None => None,
+    };
+    tracing::info!(%bind, "demo executor listening");
+    axum::serve(listener, jobflow_demo_executor::handlers(executor).router())
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
