@@ -9,8 +9,8 @@ mod backoff;
 pub mod call;
 pub mod plan;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
@@ -46,6 +46,13 @@ pub enum DispatchError {
     Store(#[from] StoreError),
 }
 
+/// A cron fire that could not be recorded because the database failed.
+#[derive(Debug, Clone)]
+pub struct MissedFire {
+    pub job: Arc<JobDefinition>,
+    pub fire_time: DateTime<Utc>,
+}
+
 /// How a cron fire ended up.
 #[derive(Debug, PartialEq, Eq)]
 pub enum FireResult {
@@ -65,9 +72,9 @@ pub struct Dispatcher {
     tasks: TaskTracker,
     /// Cancels waits (retry backoff) on shutdown; calls already made are left to finish.
     stopping: CancellationToken,
-    /// Set when a fire could not be recorded because the database failed; the engine then
-    /// re-applies the misfire rules to every owned job once the database answers again.
-    store_failed: AtomicBool,
+    /// Per job, the latest fire that could not be recorded because the database failed; the
+    /// engine applies the misfire policy to it once the database answers again.
+    missed: Mutex<HashMap<String, MissedFire>>,
 }
 
 impl Dispatcher {
@@ -101,7 +108,7 @@ impl Dispatcher {
             permits: Semaphore::new(settings.executor.max_in_flight),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
-            store_failed: AtomicBool::new(false),
+            missed: Mutex::default(),
         })
     }
 
@@ -109,9 +116,18 @@ impl Dispatcher {
         self.discovery.self_id()
     }
 
-    /// True once after a fire failed to be recorded because of the database.
-    pub fn take_store_failure(&self) -> bool {
-        self.store_failed.swap(false, Ordering::AcqRel)
+    /// The fires lost to database failures since the last call (the latest one per job).
+    pub fn take_missed(&self) -> Vec<MissedFire> {
+        self.missed
+            .lock()
+            .expect("missed lock")
+            .drain()
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    pub fn has_missed(&self) -> bool {
+        !self.missed.lock().expect("missed lock").is_empty()
     }
 
     /// Stops accepting work and waits up to `grace` for in-flight dispatches.
@@ -152,7 +168,19 @@ impl Dispatcher {
                 Ok(FireResult::AlreadyFired)
             }
             Err(e) => {
-                self.store_failed.store(true, Ordering::Release);
+                let mut missed = self.missed.lock().expect("missed lock");
+                let entry = missed
+                    .entry(job.name().to_string())
+                    .or_insert_with(|| MissedFire {
+                        job: job.clone(),
+                        fire_time,
+                    });
+                if entry.fire_time < fire_time {
+                    *entry = MissedFire {
+                        job: job.clone(),
+                        fire_time,
+                    };
+                }
                 Err(e)
             }
         }

@@ -101,7 +101,6 @@ impl Engine {
         let mut members_open = true;
         let mut schedule = FireSchedule::default();
         let mut resync = true;
-        let mut recovering = false;
         let mut next_refresh = Instant::now() + self.refresh;
         loop {
             if resync {
@@ -129,19 +128,12 @@ impl Engine {
             }
             if reload || Instant::now() >= next_refresh {
                 next_refresh = Instant::now() + self.refresh;
-                recovering |= self.dispatcher.take_store_failure();
-                match self.refresh_jobs(reload || recovering).await {
+                match self.refresh_jobs(reload).await {
                     Ok(changed) => {
-                        if recovering {
-                            // Fires were lost to a database failure: treat every owned job as
-                            // gained again so the misfire policy decides what is owed.
-                            tracing::info!(
-                                "database answers again; applying misfire rules to every owned job"
-                            );
-                            schedule.clear();
-                            recovering = false;
-                        }
                         resync |= changed;
+                        if self.dispatcher.has_missed() {
+                            self.recover_missed(Utc::now());
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot read jobs; scheduling continues with the last known set")
@@ -150,6 +142,33 @@ impl Engine {
             }
         }
         tracing::info!("engine stopped");
+    }
+
+    /// The database answers again: fires it could not record follow the misfire policy.
+    fn recover_missed(&self, now: chrono::DateTime<Utc>) {
+        for crate::dispatch::MissedFire { job, fire_time } in self.dispatcher.take_missed() {
+            let owed = now - fire_time <= self.rules.threshold
+                && job.spec.misfire_policy == crate::jobs::MisfirePolicy::FireOnceNow;
+            let step = if owed {
+                Step {
+                    due: vec![timers::DueFire {
+                        job,
+                        fire_time,
+                        misfire: true,
+                    }],
+                    ..Step::default()
+                }
+            } else {
+                Step {
+                    skipped: vec![timers::SkippedFire {
+                        job: job.name().to_string(),
+                        fire_time,
+                    }],
+                    ..Step::default()
+                }
+            };
+            self.dispatch(step);
+        }
     }
 
     /// Reloads the job set when the revision moved (or when forced). `true` if reloaded.

@@ -75,12 +75,6 @@ impl FireSchedule {
         self.queue.first().map(|(t, _)| *t)
     }
 
-    /// Forgets every job, so the next `sync` treats them all as gained (after an outage).
-    pub fn clear(&mut self) {
-        self.queue.clear();
-        self.entries.clear();
-    }
-
     /// Makes `owned` the scheduled set. Gained jobs get the misfire catch-up; changed jobs
     /// are rescheduled from `now`; lost jobs are dropped.
     pub fn sync(
@@ -457,7 +451,5 @@ mod tests {
         assert_eq!((step.gained, step.lost), (0, 1));
         assert_eq!(s.len(), 1);
         assert_eq!(s.next_deadline(), Some(t("2024-01-01T01:00:00Z")));
-        s.clear();
-        assert!(s.is_empty() && s.next_deadline().is_none());
     }
 }

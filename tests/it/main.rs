@@ -11,5 +11,7 @@ mod demo_e2e;
 mod engine_dispatch;
 mod engine_failures;
 mod engine_recovery;
+mod outages;
 mod protocol_docs;
+mod proxy;
 mod store_contract;
