@@ -95,3 +95,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo test (unit, SQLite and MySQL integration suites, SDK, cluster on rnacos, doc tests)"
 cargo test --workspace --locked -- --test-threads="${JOBFLOW_TEST_THREADS:-4}"
+
+log "schemathesis against the served OpenAPI document (scripts/api-fuzz.sh)"
+JOBFLOW_FUZZ_SECONDS="${JOBFLOW_FUZZ_SECONDS:-90}" scripts/api-fuzz.sh

@@ -38,9 +38,9 @@ pub struct JobView {
     pub enabled: bool,
     pub shard_count: u32,
     pub shard_strategy: ShardStrategy,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub shard_params: Option<Value>,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub job_params: Option<Value>,
     pub timeout_seconds: u32,
     pub max_retry: u32,

@@ -105,10 +105,10 @@ pub struct JobRequest {
     pub shard_strategy: Option<String>,
     /// RANGE: `{"start": 1, "end": 1000000}`; CUSTOM: `"0=Beijing,1=Shanghai"` or
     /// `{"0": "Beijing", "1": "Shanghai"}`; MOD_HASH: none.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub shard_params: Option<Value>,
     /// Any JSON, passed to the executor as `jobParams`.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub job_params: Option<Value>,
     /// 1..=86400, default 300.
     #[schema(minimum = 1, maximum = 86400)]
