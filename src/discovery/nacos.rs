@@ -205,12 +205,14 @@ impl NacosDiscovery {
         Ok(this)
     }
 
+    /// A query answered by the server (not nacos-sdk's cache), so it also tells whether
+    /// Nacos is reachable.
     async fn fetch(&self, service: &str) -> anyhow::Result<Vec<ServiceInstance>> {
         let call = self.naming.get_all_instances(
             service.to_string(),
             Some(self.group.clone()),
             Vec::new(),
-            true,
+            false,
         );
         match tokio::time::timeout(Duration::from_secs(5), call).await {
             Ok(Ok(list)) => Ok(list),
