@@ -132,6 +132,36 @@ pub struct NewExecution {
     pub error_message: Option<String>,
 }
 
+impl NewExecution {
+    /// The row as stored under `id` (times at the stored millisecond precision).
+    pub fn recorded(self, id: i64) -> Execution {
+        use chrono::SubsecRound;
+        Execution {
+            id,
+            execution_id: self.execution_id,
+            trace_id: self.trace_id,
+            job_name: self.job_name,
+            trigger_type: self.trigger_type,
+            fire_time: self.fire_time.trunc_subsecs(3),
+            scheduler_instance: Some(self.scheduler_instance),
+            executor_instance: None,
+            shard_start: self.shard_start,
+            shard_end: self.shard_end,
+            shard_count: self.shard_count,
+            trigger_time: self.trigger_time.trunc_subsecs(3),
+            due_time: self.due_time.trunc_subsecs(3),
+            start_time: None,
+            finish_time: None,
+            duration_ms: None,
+            status: self.status,
+            retry_count: self.retry_count,
+            parent_trace_id: self.parent_trace_id,
+            result_message: None,
+            error_message: self.error_message,
+        }
+    }
+}
+
 /// A stored execution, as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -225,9 +225,7 @@ pub trait Store: Send + Sync + 'static {
 pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Store>, StoreError> {
     let url = settings.url.expose();
     if url.starts_with("sqlite:") {
-        Ok(Arc::new(
-            SqliteStore::connect(url, settings.max_connections).await?,
-        ))
+        Ok(Arc::new(SqliteStore::connect(url).await?))
     } else {
         let password = settings.password.as_ref().map(|p| p.expose());
         Ok(Arc::new(

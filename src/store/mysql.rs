@@ -39,4 +39,9 @@ impl MySqlStore {
     }
 }
 
-sql_store!(MySqlStore, MySql, "mysql");
+sql_store!(
+    MySqlStore,
+    MySql,
+    "mysql",
+    |r: &sqlx::mysql::MySqlQueryResult| r.last_insert_id() as i64
+);

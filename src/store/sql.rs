@@ -22,9 +22,10 @@ macro_rules! execution_columns {
 }
 
 /// Implements `Store` for `$store` (which has a `pool: sqlx::Pool<$db>` field and a
-/// `MIGRATOR`) with the portable SQL.
+/// `MIGRATOR`) with the portable SQL; `$last_insert_id` reads the generated id from a query
+/// result (the one call that differs between the drivers).
 macro_rules! sql_store {
-    ($store:ty, $db:ty, $backend:literal) => {
+    ($store:ty, $db:ty, $backend:literal, $last_insert_id:expr) => {
         impl $store {
             async fn fetch_job<'c, E>(exec: E, name: &str) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError>
             where
@@ -261,6 +262,7 @@ macro_rules! sql_store {
                         Err(e) => return Err(e),
                     }
                 }
+                let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
                     let inserted = sqlx::query(
                         "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, \
@@ -286,7 +288,7 @@ macro_rules! sql_store {
                     .await
                     .map_err($crate::store::StoreError::from_write);
                     match inserted {
-                        Ok(_) => {}
+                        Ok(result) => out.push(r.clone().recorded(($last_insert_id)(&result))),
                         // A cron range recorded before (its claim purged since) is the same fire.
                         Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId))
                             if claim.is_some() =>
@@ -295,14 +297,6 @@ macro_rules! sql_store {
                         }
                         Err(e) => return Err(e),
                     }
-                }
-                let mut out = Vec::with_capacity(rows.len());
-                for r in rows {
-                    let row = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!("SELECT ", execution_columns!(), " FROM job_execution WHERE trace_id = ?"))
-                        .bind(&r.trace_id)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    out.push(Self::execution(row)?);
                 }
                 tx.commit().await?;
                 Ok($crate::store::FireOutcome::Recorded(out))

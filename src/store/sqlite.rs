@@ -1,5 +1,10 @@
 //! SQLite: the embedded default for trying JobFlow out and for development. One file, created
-//! on first run; WAL mode so the API reads while the engine writes.
+//! on first run.
+//!
+//! SQLite has a single writer; concurrent writers on several connections spend their time in
+//! its busy-wait backoff (milliseconds per retry), which the fire benchmark showed as hundreds
+//! of milliseconds of delay in a burst. One connection serialises the statements without any
+//! waiting, so this store uses one, whatever `database.max_connections` says.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -19,7 +24,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     const MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
 
-    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -30,7 +35,7 @@ impl SqliteStore {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
         }
         let pool = SqlitePoolOptions::new()
-            .max_connections(max_connections)
+            .max_connections(1)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
@@ -38,4 +43,9 @@ impl SqliteStore {
     }
 }
 
-sql_store!(SqliteStore, Sqlite, "sqlite");
+sql_store!(
+    SqliteStore,
+    Sqlite,
+    "sqlite",
+    |r: &sqlx::sqlite::SqliteQueryResult| r.last_insert_rowid()
+);

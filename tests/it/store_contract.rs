@@ -101,6 +101,13 @@ async fn fire_claims_are_exclusive_and_atomic(backend: Backend) {
     assert_eq!(recorded[0].execution_id, "j:20240501020000:0-4");
     assert_eq!(recorded[0].fire_time, fire);
     assert_eq!(recorded[0].status, ExecutionStatus::Pending);
+    // What record_fire returns is exactly what is stored.
+    for e in &recorded {
+        assert_eq!(
+            Some(e),
+            s.get_execution(&e.trace_id).await.unwrap().as_ref()
+        );
+    }
 
     // A second scheduler with another executor view (other ranges) still loses the fire.
     let other = FireClaim {
