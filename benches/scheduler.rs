@@ -31,6 +31,8 @@ struct Args {
     jobs: usize,
     seconds: u64,
     sqlite: bool,
+    /// idle: every job gets its own cron expression (no sharing of parsed patterns).
+    distinct: bool,
 }
 
 fn args() -> Args {
@@ -39,6 +41,7 @@ fn args() -> Args {
         jobs: 300,
         seconds: 20,
         sqlite: false,
+        distinct: false,
     };
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
     while let Some(arg) = it.next() {
@@ -46,6 +49,7 @@ fn args() -> Args {
             "--jobs" => a.jobs = it.next().and_then(|v| v.parse().ok()).expect("--jobs N"),
             "--seconds" => a.seconds = it.next().and_then(|v| v.parse().ok()).expect("--seconds N"),
             "--sqlite" => a.sqlite = true,
+            "--distinct" => a.distinct = true,
             "precision" | "idle" => a.scenario = arg,
             other => panic!("unknown argument {other}; see the module docs"),
         }
@@ -163,6 +167,8 @@ fn start_jobflow(db: &str, executor: &str, dir: &std::path::Path) -> (Child, Str
     (child, addr)
 }
 
+/// `cron` may contain `{i}`-style placeholders: `{s}` `{m}` `{h}` take second, minute and hour
+/// values derived from the job's index, so every job gets its own expression.
 async fn create_jobs(api: &str, n: usize, cron: &str) -> Duration {
     let client = reqwest::Client::new();
     let start = Instant::now();
@@ -177,6 +183,7 @@ async fn create_jobs(api: &str, n: usize, cron: &str) -> Duration {
         );
         tasks.push(tokio::spawn(async move {
             let _p = sem.acquire().await.unwrap();
+            let cron = cron.replace("{s}", &(i % 60).to_string()).replace("{m}", &(i / 60 % 60).to_string()).replace("{h}", &(i / 3600 % 24).to_string());
             let body = json!({"name": format!("bench-{i:06}"), "serviceName": "bench", "handler": "noop", "cron": cron, "maxRetry": 0});
             let r = client.post(format!("http://{api}/api/v1/jobs")).json(&body).send().await.unwrap();
             assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
@@ -278,19 +285,30 @@ async fn main() {
             );
         }
         "idle" => {
-            let took = create_jobs(&api, a.jobs, "0 0 3 1 1 ?").await;
+            // Once a year (Jan 1st): nothing fires during the run.
+            let cron = if a.distinct {
+                "{s} {m} {h} 1 1 ?"
+            } else {
+                "0 0 3 1 1 ?"
+            };
+            let took = create_jobs(&api, a.jobs, cron).await;
             println!("created {} jobs in {:.1} s", a.jobs, took.as_secs_f64());
             tokio::time::sleep(Duration::from_secs(5)).await;
             let (_, cpu0) = proc_usage(child.id());
             tokio::time::sleep(Duration::from_secs(a.seconds)).await;
             let (rss, cpu1) = proc_usage(child.id());
             println!(
-                "| enabled jobs | RSS | CPU (% of one core, {} s idle) |",
+                "| enabled jobs | cron expressions | RSS | CPU (% of one core, {} s idle) |",
                 a.seconds
             );
-            println!("|---|---|---|");
+            println!("|---|---|---|---|");
+            let exprs = if a.distinct {
+                a.jobs.to_string()
+            } else {
+                "1 shared".into()
+            };
             println!(
-                "| {} | {:.1} MiB | {:.2} % |",
+                "| {} | {exprs} | {:.1} MiB | {:.2} % |",
                 a.jobs,
                 rss,
                 (cpu1 - cpu0) / a.seconds as f64 * 100.0

@@ -27,6 +27,9 @@ use crate::store::{Store, StoreError};
 use ownership::OwnershipRing;
 use timers::{FireSchedule, MisfireRules, Step};
 
+/// How long after a local job change the engine reloads (changes within it share a reload).
+const RELOAD_COALESCE: Duration = Duration::from_millis(100);
+
 /// What the engine currently believes about the cluster, for the API's cluster view.
 pub struct ClusterState {
     ring: RwLock<OwnershipRing>,
@@ -101,6 +104,7 @@ impl Engine {
         let mut members_open = true;
         let mut schedule = FireSchedule::default();
         let mut resync = true;
+        let mut reload_pending = false;
         let mut next_refresh = Instant::now() + self.refresh;
         loop {
             if resync {
@@ -115,7 +119,6 @@ impl Engine {
                 .next_deadline()
                 .map(|d| Instant::now() + (d - Utc::now()).to_std().unwrap_or_default())
                 .map_or(next_refresh, |d| d.min(next_refresh));
-            let mut reload = false;
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break,
@@ -123,12 +126,18 @@ impl Engine {
                     members_open = changed.is_ok();
                     resync = true;
                 }
-                _ = self.job_changes.notified() => reload = true,
+                _ = self.job_changes.notified() => {
+                    // Changes arrive in bursts (an import, a script): coalesce them into one
+                    // reload shortly after, instead of a full reload per change.
+                    reload_pending = true;
+                    next_refresh = next_refresh.min(Instant::now() + RELOAD_COALESCE);
+                }
                 _ = tokio::time::sleep_until(wake) => {}
             }
-            if reload || Instant::now() >= next_refresh {
+            if Instant::now() >= next_refresh {
                 next_refresh = Instant::now() + self.refresh;
-                match self.refresh_jobs(reload).await {
+                let force = std::mem::take(&mut reload_pending);
+                match self.refresh_jobs(force).await {
                     Ok(changed) => {
                         resync |= changed;
                         if self.dispatcher.has_missed() {

@@ -101,7 +101,12 @@ impl FireSchedule {
         }
         for (name, job) in owned {
             match self.entries.get(&name) {
-                Some(e) if e.job.updated_at == job.updated_at && e.job.spec == job.spec => {}
+                Some(e) if e.job.updated_at == job.updated_at && e.job.spec == job.spec => {
+                    // Adopt this load's copy, so only one generation of definitions lives.
+                    if let Some(e) = self.entries.get_mut(&name) {
+                        e.job = job;
+                    }
+                }
                 Some(_) => {
                     self.remove(&name);
                     self.insert(job, now);

@@ -13,8 +13,10 @@
 //! have no fire inside the gap), and a wall-clock time repeated by a fall-back overlap fires
 //! once, at its first occurrence, for fixed-time jobs, and at both for interval jobs.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use chrono::{DateTime, SubsecRound, Utc};
 use chrono_tz::Tz;
@@ -23,10 +25,34 @@ use croner::parser::{CronParser, Seconds, Year};
 use serde::Serialize;
 
 /// A parsed cron expression together with the text it came from.
+///
+/// Parsed patterns are interned: croner keeps a byte per possible value of every field (the
+/// year field alone spans 5000 years, about 5 KB), and real fleets share a handful of
+/// schedules across thousands of jobs, so identical texts share one parsed pattern.
 #[derive(Clone)]
 pub struct CronSchedule {
     text: String,
-    cron: Cron,
+    cron: Arc<Cron>,
+}
+
+fn interned(text: &str, parse: impl FnOnce() -> Result<Cron, String>) -> Result<Arc<Cron>, String> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Weak<Cron>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some(live) = cache
+        .lock()
+        .expect("cron cache lock")
+        .get(text)
+        .and_then(Weak::upgrade)
+    {
+        return Ok(live);
+    }
+    let cron = Arc::new(parse()?);
+    let mut map = cache.lock().expect("cron cache lock");
+    map.insert(text.to_string(), Arc::downgrade(&cron));
+    if map.len() >= 1024 && map.len().is_power_of_two() {
+        map.retain(|_, w| w.strong_count() > 0);
+    }
+    Ok(cron)
 }
 
 impl fmt::Debug for CronSchedule {
@@ -73,9 +99,11 @@ impl CronSchedule {
                 ));
             }
         };
-        let cron = parser
-            .parse(text)
-            .map_err(|e| format!("invalid cron expression: {e}"))?;
+        let cron = interned(text, || {
+            parser
+                .parse(text)
+                .map_err(|e| format!("invalid cron expression: {e}"))
+        })?;
         Ok(Self {
             text: text.to_string(),
             cron,
@@ -352,6 +380,21 @@ mod tests {
         assert_eq!(
             s.latest_at_or_before(utc("2024-01-01T00:29:59.900Z"), Tz::UTC),
             Some(at)
+        );
+    }
+
+    #[test]
+    fn identical_expressions_share_one_parsed_pattern() {
+        let a = CronSchedule::parse("0 15 10 ? * MON-FRI").unwrap();
+        let b = CronSchedule::parse("0 15 10 ? * MON-FRI").unwrap();
+        assert!(Arc::ptr_eq(&a.cron, &b.cron));
+        assert!(!Arc::ptr_eq(
+            &a.cron,
+            &CronSchedule::parse("0 15 11 ? * MON-FRI").unwrap().cron
+        ));
+        assert!(
+            CronSchedule::parse("0 15 10 ? * MON-FRX").is_err(),
+            "errors are not cached as patterns"
         );
     }
 
