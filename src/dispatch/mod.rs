@@ -53,12 +53,8 @@ pub struct MissedFire {
     pub fire_time: DateTime<Utc>,
 }
 
-/// How a cron fire ended up.
-#[derive(Debug, PartialEq, Eq)]
-pub enum FireResult {
-    Dispatched(usize),
-    AlreadyFired,
-}
+/// At most this many due fires share one database transaction.
+const FIRE_BATCH: usize = 200;
 
 pub struct Dispatcher {
     store: Arc<dyn Store>,
@@ -137,64 +133,103 @@ impl Dispatcher {
         tokio::time::timeout(grace, self.tasks.wait()).await.is_ok()
     }
 
-    /// Records and dispatches the cron fire `(job, fire_time)`. Exactly one scheduler wins the
-    /// fire claim; the others get `AlreadyFired`.
-    pub async fn fire_cron(
-        self: &Arc<Self>,
-        job: Arc<JobDefinition>,
-        fire_time: DateTime<Utc>,
-    ) -> Result<FireResult, StoreError> {
-        let fire_time = fire_time.trunc_subsecs(0);
-        let claim = FireClaim {
-            job_name: job.name().to_string(),
-            fire_time,
-            scheduler_instance: self.instance_id().to_string(),
-        };
-        let executors = self
-            .discovery
-            .executors(job.spec.service_name.as_str())
-            .await;
-        let rows = self.plan_rows(&job, fire_time, TriggerType::Cron, &executors);
-        match self.store.record_fire(Some(&claim), &rows).await {
-            Ok(FireOutcome::Recorded(recorded)) => {
-                metrics::counter!("scheduler_fires_total", "job" => job.name().to_string(), "trigger" => "CRON").increment(1);
-                let n = recorded.len();
-                self.start(job, recorded, &executors);
-                Ok(FireResult::Dispatched(n))
-            }
-            Ok(FireOutcome::AlreadyFired) => {
-                metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job" => job.name().to_string()).increment(1);
-                tracing::info!(job = %job.name(), %fire_time, "fire already dispatched by another scheduler; skipped");
-                Ok(FireResult::AlreadyFired)
-            }
-            Err(e) => {
-                let mut missed = self.missed.lock().expect("missed lock");
-                let entry = missed
-                    .entry(job.name().to_string())
-                    .or_insert_with(|| MissedFire {
-                        job: job.clone(),
-                        fire_time,
-                    });
-                if entry.fire_time < fire_time {
-                    *entry = MissedFire {
-                        job: job.clone(),
-                        fire_time,
-                    };
-                }
-                Err(e)
-            }
+    /// Records and dispatches due cron fires in the background: one transaction for the
+    /// claims and rows of all of them, one statement moving their rows to RUNNING, then the
+    /// calls. Exactly one scheduler wins each fire's claim; the others skip it.
+    pub fn spawn_fires(self: &Arc<Self>, fires: Vec<(Arc<JobDefinition>, DateTime<Utc>)>) {
+        if fires.is_empty() {
+            return;
         }
-    }
-
-    /// Dispatches a due cron fire in the background.
-    pub fn spawn_fire(self: &Arc<Self>, job: Arc<JobDefinition>, fire_time: DateTime<Utc>) {
         let this = self.clone();
         self.tasks.spawn(async move {
-            let name = job.name().to_string();
-            if let Err(e) = this.fire_cron(job, fire_time).await {
-                tracing::error!(job = %name, %fire_time, error = %e, "could not record the fire; it is retried under the misfire policy once the database answers");
+            for chunk in fires.chunks(FIRE_BATCH) {
+                this.fire_batch(chunk).await;
             }
         });
+    }
+
+    async fn fire_batch(self: &Arc<Self>, fires: &[(Arc<JobDefinition>, DateTime<Utc>)]) {
+        let mut planned = Vec::with_capacity(fires.len());
+        let mut records = Vec::with_capacity(fires.len());
+        for (job, fire_time) in fires {
+            let fire_time = fire_time.trunc_subsecs(0);
+            let executors = self
+                .discovery
+                .executors(job.spec.service_name.as_str())
+                .await;
+            let claim = FireClaim {
+                job_name: job.name().to_string(),
+                fire_time,
+                scheduler_instance: self.instance_id().to_string(),
+            };
+            records.push((
+                claim,
+                self.plan_rows(job, fire_time, TriggerType::Cron, &executors),
+            ));
+            planned.push((job.clone(), fire_time, executors));
+        }
+        let outcomes = match self.store.record_cron_fires(&records).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(fires = fires.len(), error = %e, "could not record due fires; they follow the misfire policy once the database answers");
+                let mut missed = self.missed.lock().expect("missed lock");
+                for (job, fire_time, _) in planned {
+                    let entry =
+                        missed
+                            .entry(job.name().to_string())
+                            .or_insert_with(|| MissedFire {
+                                job: job.clone(),
+                                fire_time,
+                            });
+                    if entry.fire_time < fire_time {
+                        *entry = MissedFire { job, fire_time };
+                    }
+                }
+                return;
+            }
+        };
+        let mut recorded = Vec::with_capacity(outcomes.len());
+        for ((job, fire_time, executors), outcome) in planned.into_iter().zip(outcomes) {
+            match outcome {
+                FireOutcome::Recorded(rows) => {
+                    metrics::counter!("scheduler_fires_total", "job" => job.name().to_string(), "trigger" => "CRON").increment(1);
+                    recorded.push((job, rows, executors));
+                }
+                FireOutcome::AlreadyFired => {
+                    metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job" => job.name().to_string()).increment(1);
+                    tracing::info!(job = %job.name(), %fire_time, "fire already dispatched by another scheduler; skipped");
+                }
+            }
+        }
+        let fresh: Vec<String> = recorded
+            .iter()
+            .flat_map(|(_, rows, _)| {
+                rows.iter()
+                    .filter(|e| e.status == Pending)
+                    .map(|e| e.trace_id.clone())
+            })
+            .collect();
+        let now = Utc::now();
+        // Fresh rows are nobody else's (compensation takes only PENDING rows past a grace
+        // period), so all of them move; if not, each row takes its own compare-and-set.
+        let started = match self.store.start_executions(&fresh, now).await {
+            Ok(n) if n == fresh.len() as u64 => Some(now),
+            Ok(n) => {
+                tracing::warn!(
+                    moved = n,
+                    rows = fresh.len(),
+                    "batch start moved fewer rows than recorded; starting them one by one"
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "batch start failed; starting rows one by one");
+                None
+            }
+        };
+        for (job, rows, executors) in recorded {
+            self.start(job, rows, &executors, started);
+        }
     }
 
     /// Fires `job` now on this instance (manual trigger; not subject to ownership).
@@ -222,7 +257,7 @@ impl Dispatcher {
             unreachable!("unclaimed fires are always recorded")
         };
         metrics::counter!("scheduler_fires_total", "job" => job.name().to_string(), "trigger" => "MANUAL").increment(1);
-        self.start(job, recorded.clone(), &executors);
+        self.start(job, recorded.clone(), &executors, None);
         Ok(recorded)
     }
 
@@ -258,7 +293,7 @@ impl Dispatcher {
             unreachable!("unclaimed fires are always recorded")
         };
         let exec = recorded.pop().expect("one row recorded");
-        self.spawn_run(job, exec.clone(), None);
+        self.spawn_run(job, exec.clone(), None, None);
         Ok(exec)
     }
 
@@ -301,7 +336,7 @@ impl Dispatcher {
     /// Dispatches a stored PENDING row (compensation: its scheduler died before calling).
     pub async fn resume(self: &Arc<Self>, exec: Execution) -> Result<(), StoreError> {
         match self.store.get_job(&exec.job_name).await? {
-            Some(job) => self.spawn_run(Arc::new(job), exec, None),
+            Some(job) => self.spawn_run(Arc::new(job), exec, None, None),
             None => {
                 let t = Transition {
                     error_message: Some(
@@ -362,7 +397,11 @@ impl Dispatcher {
         let name = job.name().as_str();
         let shard_count = job.spec.shard_count;
         let ranges = plan::split(shard_count, executors.len());
-        let make = |start: u32, end: u32, status: ExecutionStatus, error: Option<String>| {
+        let make = |start: u32,
+                    end: u32,
+                    status: ExecutionStatus,
+                    executor: Option<String>,
+                    error: Option<String>| {
             let trace_id = new_trace_id();
             let execution_id = match trigger {
                 TriggerType::Cron => execution_id(name, fire_time, start, end),
@@ -375,6 +414,7 @@ impl Dispatcher {
                 trigger_type: trigger,
                 fire_time,
                 scheduler_instance: self.instance_id().to_string(),
+                executor_instance: executor,
                 shard_start: start,
                 shard_end: end,
                 shard_count,
@@ -391,11 +431,12 @@ impl Dispatcher {
                 "no executor instance available for service `{}`",
                 job.spec.service_name
             );
-            return vec![make(0, shard_count - 1, Failed, Some(msg))];
+            return vec![make(0, shard_count - 1, Failed, None, Some(msg))];
         }
         ranges
             .iter()
-            .map(|r| make(r.start, r.end, Pending, None))
+            .zip(executors)
+            .map(|(r, e)| make(r.start, r.end, Pending, Some(e.addr.to_string()), None))
             .collect()
     }
 
@@ -414,6 +455,7 @@ impl Dispatcher {
             trigger_type: trigger,
             fire_time: parent.fire_time,
             scheduler_instance: self.instance_id().to_string(),
+            executor_instance: None,
             shard_start: parent.shard_start,
             shard_end: parent.shard_end,
             shard_count: parent.shard_count,
@@ -426,12 +468,14 @@ impl Dispatcher {
         }
     }
 
-    /// Starts the calls for freshly recorded rows; row `i` goes to executor `i`.
+    /// Starts the calls for freshly recorded rows; row `i` goes to executor `i`. `started`
+    /// is set when the rows were already moved to RUNNING (a batch).
     fn start(
         self: &Arc<Self>,
         job: Arc<JobDefinition>,
         rows: Vec<Execution>,
         executors: &[ExecutorInstance],
+        started: Option<DateTime<Utc>>,
     ) {
         for (i, exec) in rows.into_iter().enumerate() {
             if exec.status == Failed {
@@ -442,7 +486,12 @@ impl Dispatcher {
                     .spawn(async move { this.after_failure(&exec).await });
                 continue;
             }
-            self.spawn_run(job.clone(), exec, Some(i).filter(|i| *i < executors.len()));
+            self.spawn_run(
+                job.clone(),
+                exec,
+                Some(i).filter(|i| *i < executors.len()),
+                started,
+            );
         }
     }
 
@@ -451,21 +500,29 @@ impl Dispatcher {
         job: Arc<JobDefinition>,
         exec: Execution,
         preferred: Option<usize>,
+        started: Option<DateTime<Utc>>,
     ) {
         let span = tracing::info_span!("execution", trace_id = %exec.trace_id, job = %exec.job_name, execution_id = %exec.execution_id);
         let this = self.clone();
         self.tasks
-            .spawn(async move { this.run(job, exec, preferred).await }.instrument(span));
+            .spawn(async move { this.run(job, exec, preferred, started).await }.instrument(span));
     }
 
-    /// Takes a PENDING row and calls executors for it until one answers.
+    /// Takes a PENDING row (or one this dispatcher already moved to RUNNING at `started`) and
+    /// calls executors for it until one answers.
     async fn run(
         self: Arc<Self>,
         job: Arc<JobDefinition>,
         exec: Execution,
         preferred: Option<usize>,
+        started: Option<DateTime<Utc>>,
     ) {
-        if let Ok(wait) = (exec.due_time - Utc::now()).to_std() {
+        let state: &'static [ExecutionStatus] = if started.is_some() {
+            &[Running]
+        } else {
+            &[Pending]
+        };
+        if let (None, Ok(wait)) = (started, (exec.due_time - Utc::now()).to_std()) {
             // A retry waiting out its backoff stays PENDING in the database if this instance
             // stops; the compensator dispatches it then.
             tokio::select! {
@@ -486,7 +543,7 @@ impl Dispatcher {
                 job.spec.service_name
             );
             if let Ok(true) = self
-                .finish_from(&exec, &[Pending], Failed, None, Some(msg), None)
+                .finish_from(&exec, state, Failed, None, Some(msg), started)
                 .await
             {
                 self.after_failure(&exec).await;
@@ -499,19 +556,41 @@ impl Dispatcher {
         let order: Vec<&ExecutorInstance> = (0..executors.len())
             .map(|i| &executors[(first + i) % executors.len()])
             .collect();
-        let started = Utc::now();
-        let start = Transition {
-            executor_instance: Some(order[0].addr.to_string()),
-            start_time: Some(started),
-            ..Transition::to(&[Pending], Running)
-        };
-        match self.store.transition(&exec.trace_id, &start).await {
-            Ok(true) => {}
-            Ok(false) => return tracing::debug!("execution already taken by another dispatcher"),
-            Err(e) => {
-                return tracing::warn!(error = %e, "could not start execution; compensation will pick it up");
+        let first_addr = order[0].addr.to_string();
+        let started = match started {
+            // Moved to RUNNING by the batch; only a changed executor list needs writing.
+            Some(t) if exec.executor_instance.as_deref() == Some(first_addr.as_str()) => t,
+            Some(t) => {
+                let moved = Transition {
+                    executor_instance: Some(first_addr),
+                    ..Transition::to(&[Running], Running)
+                };
+                if !matches!(
+                    self.store.transition(&exec.trace_id, &moved).await,
+                    Ok(true)
+                ) {
+                    return;
+                }
+                t
             }
-        }
+            None => {
+                let now = Utc::now();
+                let start = Transition {
+                    executor_instance: Some(first_addr),
+                    start_time: Some(now),
+                    ..Transition::to(&[Pending], Running)
+                };
+                match self.store.transition(&exec.trace_id, &start).await {
+                    Ok(true) => now,
+                    Ok(false) => {
+                        return tracing::debug!("execution already taken by another dispatcher");
+                    }
+                    Err(e) => {
+                        return tracing::warn!(error = %e, "could not start execution; compensation will pick it up");
+                    }
+                }
+            }
+        };
         let request = executor_request(
             &exec,
             &job,
@@ -682,7 +761,7 @@ impl Dispatcher {
             Ok(FireOutcome::Recorded(mut rows)) => {
                 let retry = rows.pop().expect("one row recorded");
                 tracing::info!(retry_trace_id = %retry.trace_id, retry = retry.retry_count, delay_ms = delay.as_millis() as u64, "retry scheduled");
-                self.spawn_run(Arc::new(job), retry, None);
+                self.spawn_run(Arc::new(job), retry, None, None);
             }
             Ok(FireOutcome::AlreadyFired) => {}
             // Another dispatcher (or the compensator) created this retry already.

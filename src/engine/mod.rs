@@ -253,12 +253,15 @@ impl Engine {
             metrics::counter!("scheduler_misfires_total", "job" => skipped.job.clone(), "action" => "skipped").increment(1);
             tracing::info!(job = %skipped.job, fire_time = %skipped.fire_time, "missed fire not owed (misfire policy); skipped");
         }
+        let mut fires = Vec::with_capacity(step.due.len());
         for due in step.due {
             if due.misfire {
                 metrics::counter!("scheduler_misfires_total", "job" => due.job.name().to_string(), "action" => "fired").increment(1);
                 tracing::info!(job = %due.job.name(), fire_time = %due.fire_time, "catching up a missed fire (FIRE_ONCE_NOW)");
             }
-            self.dispatcher.spawn_fire(due.job, due.fire_time);
+            fires.push((due.job, due.fire_time));
         }
+        // Everything due at this wake-up is recorded in one transaction.
+        self.dispatcher.spawn_fires(fires);
     }
 }

@@ -120,6 +120,8 @@ pub struct NewExecution {
     pub trigger_type: TriggerType,
     pub fire_time: DateTime<Utc>,
     pub scheduler_instance: String,
+    /// The executor the range is planned for (failover may change it).
+    pub executor_instance: Option<String>,
     pub shard_start: u32,
     pub shard_end: u32,
     pub shard_count: u32,
@@ -144,7 +146,7 @@ impl NewExecution {
             trigger_type: self.trigger_type,
             fire_time: self.fire_time.trunc_subsecs(3),
             scheduler_instance: Some(self.scheduler_instance),
-            executor_instance: None,
+            executor_instance: self.executor_instance,
             shard_start: self.shard_start,
             shard_end: self.shard_end,
             shard_count: self.shard_count,

@@ -189,6 +189,19 @@ pub trait Store: Send + Sync + 'static {
         claim: Option<&FireClaim>,
         rows: &[NewExecution],
     ) -> Result<FireOutcome, StoreError>;
+    /// Records several cron fires in one transaction (one commit). Each fire, its claim and
+    /// its rows, is all-or-nothing on its own (a savepoint each): a fire another scheduler
+    /// claimed already is `AlreadyFired` and the others are still recorded.
+    async fn record_cron_fires(
+        &self,
+        fires: &[(FireClaim, Vec<NewExecution>)],
+    ) -> Result<Vec<FireOutcome>, StoreError>;
+    /// Moves freshly recorded PENDING rows to RUNNING in one statement; returns how many moved.
+    async fn start_executions(
+        &self,
+        trace_ids: &[String],
+        start_time: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
     /// The most recent claimed fire of a job (misfire detection).
     async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// The most recent claimed fire of every job fired at or after `since`.

@@ -81,6 +81,58 @@ macro_rules! sql_store {
                 }
             }
 
+            /// Inserts one execution row and returns it as stored.
+            async fn insert_execution(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                r: &$crate::jobs::NewExecution,
+            ) -> Result<$crate::jobs::Execution, $crate::store::StoreError> {
+                let result = sqlx::query(
+                    "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, \
+                     scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status, \
+                     retry_count, parent_trace_id, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&r.execution_id)
+                .bind(&r.trace_id)
+                .bind(&r.job_name)
+                .bind(r.trigger_type.as_str())
+                .bind($crate::store::ms(r.fire_time))
+                .bind(&r.scheduler_instance)
+                .bind(r.executor_instance.as_deref())
+                .bind(r.shard_start as i32)
+                .bind(r.shard_end as i32)
+                .bind(r.shard_count as i32)
+                .bind($crate::store::ms(r.trigger_time))
+                .bind($crate::store::ms(r.due_time))
+                .bind(r.status.as_str())
+                .bind(r.retry_count as i32)
+                .bind(r.parent_trace_id.as_deref())
+                .bind(r.error_message.as_deref())
+                .execute(&mut **tx)
+                .await
+                .map_err($crate::store::StoreError::from_write)?;
+                Ok(r.clone().recorded(($last_insert_id)(&result)))
+            }
+
+            /// Inserts a fire claim; `false` when the fire was claimed already.
+            async fn insert_claim(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                c: &$crate::store::FireClaim,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let inserted = sqlx::query("INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) VALUES (?, ?, ?, ?)")
+                    .bind(&c.job_name)
+                    .bind($crate::store::ms(c.fire_time))
+                    .bind(&c.scheduler_instance)
+                    .bind($crate::store::ms(chrono::Utc::now()))
+                    .execute(&mut **tx)
+                    .await
+                    .map_err($crate::store::StoreError::from_write);
+                match inserted {
+                    Ok(_) => Ok(true),
+                    Err($crate::store::StoreError::Duplicate(_)) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+
             fn execution(row: $crate::store::rows::ExecutionRow) -> Result<$crate::jobs::Execution, $crate::store::StoreError> {
                 $crate::jobs::Execution::try_from(row)
             }
@@ -247,52 +299,17 @@ macro_rules! sql_store {
                 rows: &[$crate::jobs::NewExecution],
             ) -> Result<$crate::store::FireOutcome, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
-                if let Some(c) = claim {
-                    let inserted = sqlx::query("INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) VALUES (?, ?, ?, ?)")
-                        .bind(&c.job_name)
-                        .bind($crate::store::ms(c.fire_time))
-                        .bind(&c.scheduler_instance)
-                        .bind($crate::store::ms(chrono::Utc::now()))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err($crate::store::StoreError::from_write);
-                    match inserted {
-                        Ok(_) => {}
-                        Err($crate::store::StoreError::Duplicate(_)) => return Ok($crate::store::FireOutcome::AlreadyFired),
-                        Err(e) => return Err(e),
-                    }
+                if let Some(c) = claim
+                    && !Self::insert_claim(&mut tx, c).await?
+                {
+                    return Ok($crate::store::FireOutcome::AlreadyFired);
                 }
                 let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
-                    let inserted = sqlx::query(
-                        "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, \
-                         scheduler_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status, \
-                         retry_count, parent_trace_id, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    )
-                    .bind(&r.execution_id)
-                    .bind(&r.trace_id)
-                    .bind(&r.job_name)
-                    .bind(r.trigger_type.as_str())
-                    .bind($crate::store::ms(r.fire_time))
-                    .bind(&r.scheduler_instance)
-                    .bind(r.shard_start as i32)
-                    .bind(r.shard_end as i32)
-                    .bind(r.shard_count as i32)
-                    .bind($crate::store::ms(r.trigger_time))
-                    .bind($crate::store::ms(r.due_time))
-                    .bind(r.status.as_str())
-                    .bind(r.retry_count as i32)
-                    .bind(r.parent_trace_id.as_deref())
-                    .bind(r.error_message.as_deref())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err($crate::store::StoreError::from_write);
-                    match inserted {
-                        Ok(result) => out.push(r.clone().recorded(($last_insert_id)(&result))),
+                    match Self::insert_execution(&mut tx, r).await {
+                        Ok(e) => out.push(e),
                         // A cron range recorded before (its claim purged since) is the same fire.
-                        Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId))
-                            if claim.is_some() =>
-                        {
+                        Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId)) if claim.is_some() => {
                             return Ok($crate::store::FireOutcome::AlreadyFired);
                         }
                         Err(e) => return Err(e),
@@ -300,6 +317,62 @@ macro_rules! sql_store {
                 }
                 tx.commit().await?;
                 Ok($crate::store::FireOutcome::Recorded(out))
+            }
+
+            async fn record_cron_fires(
+                &self,
+                fires: &[($crate::store::FireClaim, Vec<$crate::jobs::NewExecution>)],
+            ) -> Result<Vec<$crate::store::FireOutcome>, $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                let mut outcomes = Vec::with_capacity(fires.len());
+                for (claim, rows) in fires {
+                    let mut fire = sqlx::Acquire::begin(&mut *tx).await?;
+                    if !Self::insert_claim(&mut fire, claim).await? {
+                        fire.rollback().await?;
+                        outcomes.push($crate::store::FireOutcome::AlreadyFired);
+                        continue;
+                    }
+                    let mut out = Vec::with_capacity(rows.len());
+                    let mut duplicate = false;
+                    for r in rows {
+                        match Self::insert_execution(&mut fire, r).await {
+                            Ok(e) => out.push(e),
+                            Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId)) => {
+                                duplicate = true;
+                                break;
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    if duplicate {
+                        fire.rollback().await?;
+                        outcomes.push($crate::store::FireOutcome::AlreadyFired);
+                    } else {
+                        fire.commit().await?;
+                        outcomes.push($crate::store::FireOutcome::Recorded(out));
+                    }
+                }
+                tx.commit().await?;
+                Ok(outcomes)
+            }
+
+            async fn start_executions(
+                &self,
+                trace_ids: &[String],
+                start_time: chrono::DateTime<chrono::Utc>,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let mut moved = 0;
+                for chunk in trace_ids.chunks(500) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE job_execution SET status = 'RUNNING', start_time = ");
+                    qb.push_bind($crate::store::ms(start_time)).push(" WHERE status = 'PENDING' AND trace_id IN (");
+                    let mut list = qb.separated(", ");
+                    for t in chunk {
+                        list.push_bind(t.clone());
+                    }
+                    qb.push(")");
+                    moved += qb.build().execute(&self.pool).await?.rows_affected();
+                }
+                Ok(moved)
             }
 
             async fn last_fire_time(&self, job: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, $crate::store::StoreError> {

@@ -257,6 +257,7 @@ async fn result_reports_need_a_signature_or_operator(backend: Backend) {
             trigger_type: TriggerType::Manual,
             fire_time: now,
             scheduler_instance: "x:1".into(),
+            executor_instance: None,
             shard_start: 0,
             shard_end: 0,
             shard_count: 1,

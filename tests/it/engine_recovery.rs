@@ -47,6 +47,7 @@ async fn abandoned_row(
         trigger_type: TriggerType::Cron,
         fire_time: long_ago,
         scheduler_instance: "10.9.9.9:8080".into(),
+        executor_instance: None,
         shard_start: 0,
         shard_end: 0,
         shard_count: 1,

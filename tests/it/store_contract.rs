@@ -11,6 +11,7 @@ use jobflow::store::{self, FireClaim, FireOutcome, StoreError, Transition, Uniqu
 use crate::helpers::{Backend, TestDb, backend_tests, base_settings};
 
 backend_tests!(
+    batched_fires_are_independent,
     duplicates_are_typed,
     fire_claims_are_exclusive_and_atomic,
     transitions_are_compare_and_set
@@ -35,6 +36,7 @@ fn row(job: &str, fire: chrono::DateTime<Utc>, start: u32, end: u32) -> NewExecu
         trigger_type: TriggerType::Cron,
         fire_time: fire,
         scheduler_instance: "127.0.0.1:8080".into(),
+        executor_instance: None,
         shard_start: start,
         shard_end: end,
         shard_count: 10,
@@ -184,4 +186,38 @@ async fn transitions_are_compare_and_set(backend: Backend) {
     assert_eq!(e.executor_instance.as_deref(), Some("127.0.0.1:9001"));
     assert_eq!(e.error_message.as_deref(), Some("no answer"));
     assert_eq!(e.result_message, None);
+}
+
+async fn batched_fires_are_independent(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 2, 0, 0).unwrap();
+    let claim = |job: &str, by: &str| FireClaim { job_name: job.into(), fire_time: fire, scheduler_instance: by.into() };
+    // Another scheduler fired `b` already.
+    s.record_fire(Some(&claim("b", "other:1")), &[row("b", fire, 0, 9)]).await.unwrap();
+    let batch = vec![
+        (claim("a", "me:1"), vec![row("a", fire, 0, 4), row("a", fire, 5, 9)]),
+        (claim("b", "me:1"), vec![row("b", fire, 0, 9)]),
+        (claim("c", "me:1"), vec![row("c", fire, 0, 9)]),
+    ];
+    let outcomes = s.record_cron_fires(&batch).await.unwrap();
+    let kinds: Vec<Option<usize>> = outcomes
+        .iter()
+        .map(|o| match o {
+            FireOutcome::Recorded(rows) => Some(rows.len()),
+            FireOutcome::AlreadyFired => None,
+        })
+        .collect();
+    assert_eq!(kinds, [Some(2), None, Some(1)]);
+    let page = |job: &'static str| s.list_executions(job, None, store::PageRequest { page: 0, size: 10 });
+    assert_eq!(page("a").await.unwrap().total_elements, 2);
+    assert_eq!(page("b").await.unwrap().total_elements, 1, "the loser wrote nothing");
+    let FireOutcome::Recorded(a_rows) = &outcomes[0] else { unreachable!() };
+    for e in a_rows {
+        assert_eq!(Some(e), s.get_execution(&e.trace_id).await.unwrap().as_ref());
+    }
+    // One statement starts them all; a second start finds nothing left to move.
+    let traces: Vec<String> = a_rows.iter().map(|e| e.trace_id.clone()).collect();
+    assert_eq!(s.start_executions(&traces, Utc::now()).await.unwrap(), 2);
+    assert_eq!(s.start_executions(&traces, Utc::now()).await.unwrap(), 0);
+    assert_eq!(s.get_execution(&traces[0]).await.unwrap().unwrap().status, ExecutionStatus::Running);
 }
