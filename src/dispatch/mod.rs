@@ -53,8 +53,9 @@ pub struct MissedFire {
     pub fire_time: DateTime<Utc>,
 }
 
-/// At most this many due fires share one database transaction.
-const FIRE_BATCH: usize = 200;
+/// At most this many due fires share one database transaction; larger bursts are split
+/// into concurrent transactions.
+const FIRE_BATCH: usize = 50;
 
 pub struct Dispatcher {
     store: Arc<dyn Store>,
@@ -140,12 +141,12 @@ impl Dispatcher {
         if fires.is_empty() {
             return;
         }
-        let this = self.clone();
-        self.tasks.spawn(async move {
-            for chunk in fires.chunks(FIRE_BATCH) {
-                this.fire_batch(chunk).await;
-            }
-        });
+        // Chunks run concurrently, each in its own transaction on its own connection.
+        for chunk in fires.chunks(FIRE_BATCH) {
+            let (this, chunk) = (self.clone(), chunk.to_vec());
+            self.tasks
+                .spawn(async move { this.fire_batch(&chunk).await });
+        }
     }
 
     async fn fire_batch(self: &Arc<Self>, fires: &[(Arc<JobDefinition>, DateTime<Utc>)]) {

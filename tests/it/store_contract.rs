@@ -191,11 +191,20 @@ async fn transitions_are_compare_and_set(backend: Backend) {
 async fn batched_fires_are_independent(backend: Backend) {
     let (_db, s) = open(backend).await;
     let fire = Utc.with_ymd_and_hms(2024, 5, 1, 2, 0, 0).unwrap();
-    let claim = |job: &str, by: &str| FireClaim { job_name: job.into(), fire_time: fire, scheduler_instance: by.into() };
+    let claim = |job: &str, by: &str| FireClaim {
+        job_name: job.into(),
+        fire_time: fire,
+        scheduler_instance: by.into(),
+    };
     // Another scheduler fired `b` already.
-    s.record_fire(Some(&claim("b", "other:1")), &[row("b", fire, 0, 9)]).await.unwrap();
+    s.record_fire(Some(&claim("b", "other:1")), &[row("b", fire, 0, 9)])
+        .await
+        .unwrap();
     let batch = vec![
-        (claim("a", "me:1"), vec![row("a", fire, 0, 4), row("a", fire, 5, 9)]),
+        (
+            claim("a", "me:1"),
+            vec![row("a", fire, 0, 4), row("a", fire, 5, 9)],
+        ),
         (claim("b", "me:1"), vec![row("b", fire, 0, 9)]),
         (claim("c", "me:1"), vec![row("c", fire, 0, 9)]),
     ];
@@ -208,16 +217,29 @@ async fn batched_fires_are_independent(backend: Backend) {
         })
         .collect();
     assert_eq!(kinds, [Some(2), None, Some(1)]);
-    let page = |job: &'static str| s.list_executions(job, None, store::PageRequest { page: 0, size: 10 });
+    let page =
+        |job: &'static str| s.list_executions(job, None, store::PageRequest { page: 0, size: 10 });
     assert_eq!(page("a").await.unwrap().total_elements, 2);
-    assert_eq!(page("b").await.unwrap().total_elements, 1, "the loser wrote nothing");
-    let FireOutcome::Recorded(a_rows) = &outcomes[0] else { unreachable!() };
+    assert_eq!(
+        page("b").await.unwrap().total_elements,
+        1,
+        "the loser wrote nothing"
+    );
+    let FireOutcome::Recorded(a_rows) = &outcomes[0] else {
+        unreachable!()
+    };
     for e in a_rows {
-        assert_eq!(Some(e), s.get_execution(&e.trace_id).await.unwrap().as_ref());
+        assert_eq!(
+            Some(e),
+            s.get_execution(&e.trace_id).await.unwrap().as_ref()
+        );
     }
     // One statement starts them all; a second start finds nothing left to move.
     let traces: Vec<String> = a_rows.iter().map(|e| e.trace_id.clone()).collect();
     assert_eq!(s.start_executions(&traces, Utc::now()).await.unwrap(), 2);
     assert_eq!(s.start_executions(&traces, Utc::now()).await.unwrap(), 0);
-    assert_eq!(s.get_execution(&traces[0]).await.unwrap().unwrap().status, ExecutionStatus::Running);
+    assert_eq!(
+        s.get_execution(&traces[0]).await.unwrap().unwrap().status,
+        ExecutionStatus::Running
+    );
 }
