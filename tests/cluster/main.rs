@@ -7,55 +7,42 @@ mod harness;
 #[path = "../it/recorder.rs"]
 #[allow(dead_code)]
 mod recorder;
+#[path = "../support/wait.rs"]
+mod wait;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use jobflow::config::OwnershipStrategy;
 use jobflow::engine::ownership::OwnershipRing;
-use nacos_sdk::api::naming::{NamingServiceBuilder, ServiceInstance};
-use nacos_sdk::api::props::ClientProps;
 use serde_json::json;
 
-use harness::{MySqlDb, Rnacos, Scheduler, wait_for};
+use harness::{MySqlDb, Rnacos, Scheduler};
 use recorder::{RecordedCall, Recorder};
+use wait::eventually as wait_for;
 
 const EXECUTOR_SERVICE: &str = "cluster-exec";
 
-/// Two executors: one registered over gRPC by nacos-sdk (ephemeral, like a Nacos 2.x client),
-/// one over the 1.x HTTP open API (persistent, like an older Spring Cloud service).
+/// Two executors: one registered over gRPC by the executor SDK (ephemeral, like a Nacos 2.x
+/// client), one over the 1.x HTTP open API (persistent, like an older Spring Cloud service).
 async fn executors(nacos: &Rnacos) -> (Recorder, Recorder, nacos_sdk::api::naming::NamingService) {
     let (a, b) = (Recorder::start().await, Recorder::start().await);
-    let naming = NamingServiceBuilder::new(
-        ClientProps::new()
-            .server_addr(nacos.addr())
-            .app_name("cluster-test")
-            .env_first(false),
-    )
-    .build()
+    // The SDK's own registration (what a Rust executor uses).
+    let (ip, port) = a.addr.rsplit_once(':').unwrap();
+    let naming = jobflow_executor::nacos::register(&jobflow_executor::nacos::Registration {
+        server_addr: nacos.addr(),
+        namespace: String::new(),
+        group: None,
+        service_name: EXECUTOR_SERVICE.into(),
+        ip: ip.into(),
+        port: port.parse().unwrap(),
+        path_prefix: None,
+        username: None,
+        password: None,
+    })
     .await
     .unwrap();
-    let (ip, port) = a.addr.rsplit_once(':').unwrap();
-    naming
-        .register_instance(
-            EXECUTOR_SERVICE.into(),
-            None,
-            ServiceInstance {
-                instance_id: None,
-                ip: ip.into(),
-                port: port.parse().unwrap(),
-                weight: 1.0,
-                healthy: true,
-                enabled: true,
-                ephemeral: true,
-                cluster_name: None,
-                service_name: None,
-                metadata: HashMap::new(),
-            },
-        )
-        .await
-        .unwrap();
     nacos.register_http(EXECUTOR_SERVICE, &b.addr).await;
     wait_for(
         Duration::from_secs(10),

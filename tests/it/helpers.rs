@@ -254,24 +254,7 @@ async fn into_parts(resp: reqwest::Response) -> (u16, Value) {
     (status, json)
 }
 
-/// Polls `check` until it returns `Some`, or fails the test after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use crate::wait::eventually;
 
 /// A minimal valid job body.
 pub fn job(name: &str) -> Value {

@@ -2,6 +2,8 @@
 
 mod helpers;
 mod recorder;
+#[path = "../support/wait.rs"]
+mod wait;
 
 mod api_auth;
 mod api_hostile;
