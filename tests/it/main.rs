@@ -1,6 +1,7 @@
 //! Integration tests: the real application over HTTP, on SQLite and on MySQL/MariaDB.
 
 mod helpers;
+mod kill_restart;
 mod recorder;
 #[path = "../support/wait.rs"]
 mod wait;
