@@ -11,8 +11,10 @@
 //! - precision: N jobs on a one-second cron; the delay from each scheduled instant to the
 //!   executor receiving the call (p50, p99, max), and fires lost or doubled.
 //! - idle: N enabled jobs that do not fire during the run; RSS and CPU of the instance.
+//! - peer-tcs: the same one-second schedule fired by tokio-cron-scheduler in-process at the
+//!   same recording executor (`cargo bench --bench scheduler -- peer-tcs --jobs 300`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -50,7 +52,7 @@ fn args() -> Args {
             "--seconds" => a.seconds = it.next().and_then(|v| v.parse().ok()).expect("--seconds N"),
             "--sqlite" => a.sqlite = true,
             "--distinct" => a.distinct = true,
-            "precision" | "idle" => a.scenario = arg,
+            "precision" | "idle" | "peer-tcs" => a.scenario = arg,
             other => panic!("unknown argument {other}; see the module docs"),
         }
     }
@@ -216,6 +218,92 @@ fn proc_usage(pid: u32) -> (f64, f64) {
     (rss_kb / 1024.0, ticks / 100.0)
 }
 
+/// Delay statistics of the calls whose scheduled instant lies in `[from, to)`.
+struct DelayStats {
+    fires: usize,
+    doubled: usize,
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl DelayStats {
+    fn of(
+        calls: &[(String, DateTime<Utc>, DateTime<Utc>)],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Self {
+        let mut per_fire: HashMap<(String, DateTime<Utc>), usize> = HashMap::new();
+        let mut delays = Vec::new();
+        for (job, fire, received) in calls {
+            if *fire >= from && *fire < to {
+                *per_fire.entry((job.clone(), *fire)).or_default() += 1;
+                delays.push((*received - *fire).num_microseconds().unwrap() as f64 / 1000.0);
+            }
+        }
+        delays.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        Self {
+            fires: delays.len(),
+            doubled: per_fire.values().filter(|n| **n > 1).count(),
+            p50: percentile(&delays, 0.5),
+            p99: percentile(&delays, 0.99),
+            max: delays.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+}
+
+/// The peer: tokio-cron-scheduler, in-process (no database, no cluster), firing the same
+/// one-second schedule at the same recording executor. Its callback does not learn the
+/// scheduled instant, so the call carries the second the callback started in: a callback
+/// more than a second late would be counted as on time (none were in our runs: see max).
+async fn peer_tokio_cron_scheduler(a: &Args, executor: &str, calls: &Calls) {
+    use chrono::SubsecRound;
+    let sched = tokio_cron_scheduler::JobScheduler::new().await.unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://{executor}/internal/job/noop");
+    for i in 0..a.jobs {
+        let (client, url, name) = (client.clone(), url.clone(), format!("tcs-{i:06}"));
+        let job = tokio_cron_scheduler::Job::new_async("* * * * * *", move |_id, _lock| {
+            let (client, url, name) = (client.clone(), url.clone(), name.clone());
+            Box::pin(async move {
+                let fire = Utc::now()
+                    .trunc_subsecs(0)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                let _ = client
+                    .post(&url)
+                    .header("x-job-name", name)
+                    .header("x-fire-time", fire)
+                    .body("{}")
+                    .send()
+                    .await;
+            })
+        })
+        .unwrap();
+        sched.add(job).await.unwrap();
+    }
+    sched.start().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let from = Utc::now();
+    tokio::time::sleep(Duration::from_secs(a.seconds)).await;
+    let to = Utc::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stats = DelayStats::of(&calls.lock().unwrap(), from, to);
+    println!(
+        "| peer | jobs | fires measured | expected | doubled | p50 delay | p99 delay | max delay |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| tokio-cron-scheduler 0.15 | {} | {} | ~{} | {} | {:.1} ms | {:.1} ms | {:.1} ms |",
+        a.jobs,
+        stats.fires,
+        a.jobs * (to - from).num_seconds() as usize,
+        stats.doubled,
+        stats.p50,
+        stats.p99,
+        stats.max
+    );
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -226,8 +314,15 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() {
     let a = args();
-    let db = Database::create(a.sqlite).await;
     let (executor, calls) = recorder().await;
+    if a.scenario == "peer-tcs" {
+        println!(
+            "# peer-tcs — {} jobs, {} s, in-process tokio-cron-scheduler",
+            a.jobs, a.seconds
+        );
+        return peer_tokio_cron_scheduler(&a, &executor, &calls).await;
+    }
+    let db = Database::create(a.sqlite).await;
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let (mut child, api) = start_jobflow(&db.url, &executor, dir.path());
@@ -250,23 +345,7 @@ async fn main() {
             let window_end = Utc::now();
             let (rss, cpu1) = proc_usage(child.id());
             tokio::time::sleep(Duration::from_secs(3)).await;
-            let calls = calls.lock().unwrap().clone();
-            let mut per_fire: HashMap<(String, DateTime<Utc>), usize> = HashMap::new();
-            let mut delays = Vec::new();
-            for (job, fire, received) in &calls {
-                if *fire >= window_start && *fire < window_end {
-                    *per_fire.entry((job.clone(), *fire)).or_default() += 1;
-                    delays.push((*received - *fire).num_microseconds().unwrap() as f64 / 1000.0);
-                }
-            }
-            delays.sort_by(|x, y| x.partial_cmp(y).unwrap());
-            let seconds_in_window = (window_end - window_start).num_seconds() as usize;
-            let expected = a.jobs * seconds_in_window;
-            let doubled = per_fire.values().filter(|n| **n > 1).count();
-            let mut per_second: BTreeMap<i64, usize> = BTreeMap::new();
-            for (_, f) in per_fire.keys() {
-                *per_second.entry(f.timestamp()).or_default() += 1;
-            }
+            let stats = DelayStats::of(&calls.lock().unwrap(), window_start, window_end);
             println!(
                 "| jobs | fires measured | expected | doubled | p50 delay | p99 delay | max delay | CPU (cores) | RSS |"
             );
@@ -274,12 +353,12 @@ async fn main() {
             println!(
                 "| {} | {} | ~{} | {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.2} | {:.0} MiB |",
                 a.jobs,
-                delays.len(),
-                expected,
-                doubled,
-                percentile(&delays, 0.5),
-                percentile(&delays, 0.99),
-                delays.last().copied().unwrap_or(f64::NAN),
+                stats.fires,
+                a.jobs * (window_end - window_start).num_seconds() as usize,
+                stats.doubled,
+                stats.p50,
+                stats.p99,
+                stats.max,
                 (cpu1 - cpu0) / a.seconds as f64,
                 rss
             );
