@@ -11,6 +11,8 @@
 //! - precision: N jobs on a one-second cron; the delay from each scheduled instant to the
 //!   executor receiving the call (p50, p99, max), and fires lost or doubled.
 //! - idle: N enabled jobs that do not fire during the run; RSS and CPU of the instance.
+//! - burst: N jobs all due at the same instant (second 0 of the next minute that leaves time
+//!   to create them): when the last call arrives, and how many never do.
 //! - peer-tcs: the same one-second schedule fired by tokio-cron-scheduler in-process at the
 //!   same recording executor (`cargo bench --bench scheduler -- peer-tcs --jobs 300`).
 
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use serde_json::json;
 use sqlx::Connection;
 
@@ -52,7 +54,7 @@ fn args() -> Args {
             "--seconds" => a.seconds = it.next().and_then(|v| v.parse().ok()).expect("--seconds N"),
             "--sqlite" => a.sqlite = true,
             "--distinct" => a.distinct = true,
-            "precision" | "idle" | "peer-tcs" => a.scenario = arg,
+            "precision" | "idle" | "peer-tcs" | "burst" => a.scenario = arg,
             other => panic!("unknown argument {other}; see the module docs"),
         }
     }
@@ -360,6 +362,50 @@ async fn main() {
                 stats.p99,
                 stats.max,
                 (cpu1 - cpu0) / a.seconds as f64,
+                rss
+            );
+        }
+        "burst" => {
+            let took = create_jobs(&api, a.jobs, "0 * * * * ?").await;
+            println!("created {} jobs in {:.1} s", a.jobs, took.as_secs_f64());
+            // The next minute boundary at least 5 s away: every job is loaded by then.
+            let now = Utc::now();
+            let mut instant = now.with_second(0).unwrap().with_nanosecond(0).unwrap()
+                + chrono::Duration::minutes(1);
+            if instant - now < chrono::Duration::seconds(5) {
+                instant += chrono::Duration::minutes(1);
+            }
+            let (_, cpu0) = proc_usage(child.id());
+            tokio::time::sleep(
+                (instant - Utc::now()).to_std().unwrap() + Duration::from_secs(a.seconds),
+            )
+            .await;
+            let (rss, cpu1) = proc_usage(child.id());
+            let calls = calls.lock().unwrap().clone();
+            let mut delays: Vec<f64> = calls
+                .iter()
+                .filter(|(_, fire, _)| *fire == instant)
+                .map(|(_, fire, received)| {
+                    (*received - *fire).num_microseconds().unwrap() as f64 / 1000.0
+                })
+                .collect();
+            delays.sort_by(|x, y| x.partial_cmp(y).unwrap());
+            println!(
+                "| jobs due at one instant | dispatched | missing | first call | p50 | p99 | last call | CPU (cores, during) | RSS |"
+            );
+            println!("|---|---|---|---|---|---|---|---|---|");
+            println!(
+                "| {} | {} | {} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms | {:.2} | {:.0} MiB |",
+                a.jobs,
+                delays.len(),
+                a.jobs - delays.len().min(a.jobs),
+                delays.first().copied().unwrap_or(f64::NAN),
+                percentile(&delays, 0.5),
+                percentile(&delays, 0.99),
+                delays.last().copied().unwrap_or(f64::NAN),
+                (cpu1 - cpu0)
+                    / ((instant - Utc::now()).num_seconds().abs() as f64 + a.seconds as f64)
+                        .max(1.0),
                 rss
             );
         }

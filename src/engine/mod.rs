@@ -27,6 +27,9 @@ use crate::store::{Store, StoreError};
 use ownership::OwnershipRing;
 use timers::{FireSchedule, MisfireRules, Step};
 
+/// Due fires taken from the queue per step of a burst.
+const DUE_SLICE: usize = 256;
+
 /// How long after a local job change the engine reloads (changes within it share a reload).
 const RELOAD_COALESCE: Duration = Duration::from_millis(100);
 
@@ -112,8 +115,14 @@ impl Engine {
                 self.sync(&mut schedule, ring).await;
                 resync = false;
             }
-            let step = schedule.take_due(Utc::now(), self.rules);
-            self.dispatch(step);
+            // A large burst is handed out in slices, so the first calls go out while the
+            // rest are still being taken from the queue.
+            let now = Utc::now();
+            while schedule.has_due(now) {
+                let step = schedule.take_due(now, self.rules, DUE_SLICE);
+                self.dispatch(step);
+                tokio::task::yield_now().await;
+            }
 
             let wake = schedule
                 .next_deadline()

@@ -126,30 +126,51 @@ impl FireSchedule {
     }
 
     /// Pops every job whose next fire is at or before `now`.
-    pub fn take_due(&mut self, now: DateTime<Utc>, rules: MisfireRules) -> Step {
+    /// Pops up to `limit` jobs whose next fire is at or before `now` (call again while
+    /// `has_due` says more are waiting).
+    pub fn take_due(&mut self, now: DateTime<Utc>, rules: MisfireRules, limit: usize) -> Step {
         let mut step = Step::default();
+        let mut taken = 0;
         while let Some((t, _)) = self.queue.first() {
-            if *t > now {
+            if *t > now || taken >= limit {
                 break;
             }
+            taken += 1;
             let (scheduled, name) = self.queue.pop_first().expect("non-empty queue");
             let Some(entry) = self.entries.get_mut(&name) else {
                 continue;
             };
             let job = entry.job.clone();
-            entry.next = job.spec.cron.next_after(now, job.spec.timezone.tz());
+            let (cron, tz) = (&job.spec.cron, job.spec.timezone.tz());
+            let following = cron.next_after(scheduled, tz);
+            if following.is_none_or(|f| f > now) && now - scheduled <= rules.tolerance {
+                // The common case: exactly this instant is due, on time. One cron search.
+                entry.next = following;
+                step.due.push(DueFire {
+                    job: job.clone(),
+                    fire_time: scheduled,
+                    misfire: false,
+                });
+            } else {
+                entry.next = cron.next_after(now, tz);
+                owed(
+                    &job,
+                    scheduled - Duration::milliseconds(1),
+                    now,
+                    rules,
+                    &mut step,
+                );
+            }
             if let Some(n) = entry.next {
                 self.queue.insert((n, name));
             }
-            owed(
-                &job,
-                scheduled - Duration::milliseconds(1),
-                now,
-                rules,
-                &mut step,
-            );
         }
         step
+    }
+
+    /// Whether a fire is due at `now`.
+    pub fn has_due(&self, now: DateTime<Utc>) -> bool {
+        self.queue.first().is_some_and(|(t, _)| *t <= now)
     }
 
     fn insert(&mut self, job: Arc<JobDefinition>, now: DateTime<Utc>) {
@@ -279,19 +300,42 @@ mod tests {
         );
         s.sync([a, b], t("2024-01-01T00:00:01Z"), RULES, &HashMap::new());
         assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:10Z")));
-        let step = s.take_due(t("2024-01-01T00:00:09.999Z"), RULES);
+        let step = s.take_due(t("2024-01-01T00:00:09.999Z"), RULES, usize::MAX);
         assert!(step.due.is_empty());
-        let step = s.take_due(t("2024-01-01T00:00:10.002Z"), RULES);
+        let step = s.take_due(t("2024-01-01T00:00:10.002Z"), RULES, usize::MAX);
         assert_eq!(
             fires(&step),
             [("a".into(), "2024-01-01T00:00:10+00:00".into(), false)]
         );
-        let step = s.take_due(t("2024-01-01T00:00:15.001Z"), RULES);
+        let step = s.take_due(t("2024-01-01T00:00:15.001Z"), RULES, usize::MAX);
         assert_eq!(
             fires(&step),
             [("b".into(), "2024-01-01T00:00:15+00:00".into(), false)]
         );
         assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:20Z")));
+    }
+
+    #[test]
+    fn due_fires_come_out_in_slices() {
+        let mut s = FireSchedule::default();
+        let jobs: Vec<_> = (0..5)
+            .map(|i| {
+                job(
+                    &format!("j{i}"),
+                    "0 * * * * ?",
+                    "FIRE_ONCE_NOW",
+                    "2024-01-01T00:00:00Z",
+                )
+            })
+            .collect();
+        s.sync(jobs, t("2024-01-01T00:00:30Z"), RULES, &HashMap::new());
+        let now = t("2024-01-01T00:01:00.01Z");
+        assert_eq!(s.take_due(now, RULES, 2).due.len(), 2);
+        assert!(s.has_due(now));
+        assert_eq!(s.take_due(now, RULES, 2).due.len(), 2);
+        assert_eq!(s.take_due(now, RULES, 2).due.len(), 1);
+        assert!(!s.has_due(now));
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:02:00Z")));
     }
 
     #[test]
@@ -303,7 +347,7 @@ mod tests {
         // Woken 30 s late: the instants within the 5 s tolerance (27..=31) are late, not
         // missed, and fire for both; of the older ones only the latest (26) counts, fired for
         // FIRE_ONCE_NOW and skipped for DO_NOTHING.
-        let step = s.take_due(t("2024-01-01T00:00:31.2Z"), RULES);
+        let step = s.take_due(t("2024-01-01T00:00:31.2Z"), RULES, usize::MAX);
         let of = |job: &str| -> Vec<(String, bool)> {
             let mut v: Vec<_> = step
                 .due
@@ -349,7 +393,7 @@ mod tests {
         let d = job("d", "0 * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
         let a = job("a", "0 * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:00Z");
         s.sync([a, d], t("2024-01-01T00:00:30Z"), RULES, &HashMap::new());
-        let step = s.take_due(t("2024-01-01T00:03:20Z"), RULES);
+        let step = s.take_due(t("2024-01-01T00:03:20Z"), RULES, usize::MAX);
         assert_eq!(
             fires(&step),
             [("a".into(), "2024-01-01T00:03:00+00:00".into(), true)]
