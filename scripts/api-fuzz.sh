@@ -39,6 +39,8 @@ for _ in $(seq 1 100); do
 done
 
 echo "==> schemathesis (${SECONDS_BUDGET}s budget) against http://127.0.0.1:$port/api-docs/openapi.json"
+# Run from the scratch directory: schemathesis keeps its cache in the working directory.
+cd "$work"
 "$VENV/bin/st" run "http://127.0.0.1:$port/api-docs/openapi.json" \
     --header "Authorization: Bearer $token" \
     --checks not_a_server_error,response_schema_conformance,content_type_conformance \
