@@ -12,8 +12,11 @@ use crate::config::{LogFormat, LogSettings};
 pub fn init(settings: &LogSettings) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.level));
+    // Colours only on a terminal: log files and collectors get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_span_events(FmtSpan::NONE);
     let _ = match settings.format {
         LogFormat::Text => builder.try_init(),

@@ -19,7 +19,10 @@ fn env(name: &str) -> Option<String> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     if env("LOG_FORMAT").as_deref() == Some("json") {
         fmt.json()
             .flatten_event(true)
@@ -69,7 +72,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(%bind, "demo executor listening");
     axum::serve(listener, jobflow_demo_executor::handlers(executor).router())
         .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
+            // SIGTERM too: as PID 1 in a container, an unhandled SIGTERM is ignored.
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
         })
         .await?;
     Ok(())
