@@ -551,10 +551,8 @@ impl Settings {
                 "nacos mode serves a shared cluster and needs API tokens; configure auth.tokens or set auth.enabled = false explicitly",
             ));
         }
-        if self.log.format == LogFormat::Json || self.log.format == LogFormat::Text {
-            tracing_subscriber::EnvFilter::try_new(&self.log.level)
-                .map_err(|e| invalid("log.level", e.to_string()))?;
-        }
+        tracing_subscriber::EnvFilter::try_new(&self.log.level)
+            .map_err(|e| invalid("log.level", e.to_string()))?;
         Ok(())
     }
 

@@ -217,7 +217,8 @@ impl Engine {
         let before = schedule.len();
         let now = Utc::now();
         // Only jobs being gained need to know what the previous owner fired.
-        let last_fired = if owned.len() > before || before == 0 {
+        let gaining = owned.iter().any(|j| !schedule.contains(j.name().as_str()));
+        let last_fired = if gaining {
             match self
                 .store
                 .recent_fires(now - self.rules.threshold - chrono::Duration::seconds(1))

@@ -70,6 +70,10 @@ impl FireSchedule {
         self.entries.is_empty()
     }
 
+    pub fn contains(&self, job: &str) -> bool {
+        self.entries.contains_key(job)
+    }
+
     /// The earliest next fire of any owned job.
     pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
         self.queue.first().map(|(t, _)| *t)

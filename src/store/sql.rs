@@ -298,22 +298,15 @@ macro_rules! sql_store {
                 claim: Option<&$crate::store::FireClaim>,
                 rows: &[$crate::jobs::NewExecution],
             ) -> Result<$crate::store::FireOutcome, $crate::store::StoreError> {
-                let mut tx = self.pool.begin().await?;
-                if let Some(c) = claim
-                    && !Self::insert_claim(&mut tx, c).await?
-                {
-                    return Ok($crate::store::FireOutcome::AlreadyFired);
+                if let Some(c) = claim {
+                    // A claimed fire is a batch of one: same claim and duplicate handling.
+                    let mut outcomes = self.record_cron_fires(&[(c.clone(), rows.to_vec())]).await?;
+                    return Ok(outcomes.pop().expect("one outcome per fire"));
                 }
+                let mut tx = self.pool.begin().await?;
                 let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
-                    match Self::insert_execution(&mut tx, r).await {
-                        Ok(e) => out.push(e),
-                        // A cron range recorded before (its claim purged since) is the same fire.
-                        Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId)) if claim.is_some() => {
-                            return Ok($crate::store::FireOutcome::AlreadyFired);
-                        }
-                        Err(e) => return Err(e),
-                    }
+                    out.push(Self::insert_execution(&mut tx, r).await?);
                 }
                 tx.commit().await?;
                 Ok($crate::store::FireOutcome::Recorded(out))
