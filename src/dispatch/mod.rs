@@ -8,19 +8,21 @@
 mod backoff;
 pub mod call;
 pub mod plan;
+mod results;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 pub use backoff::Backoff;
 use call::{Call, CallOutcome, executor_request};
+use results::ResultWriter;
 
 use crate::config::Settings;
 use crate::discovery::{Discovery, ExecutorInstance};
@@ -57,6 +59,13 @@ pub struct MissedFire {
 /// into concurrent transactions.
 const FIRE_BATCH: usize = 50;
 
+/// Fires handed to the dispatcher and not yet finished, per call allowed in flight.
+const BACKLOG_PER_CALL: usize = 8;
+
+/// A fire's place in the backlog, shared by its executions and given back when the last
+/// of them ends.
+type Hold = Option<Arc<OwnedSemaphorePermit>>;
+
 pub struct Dispatcher {
     store: Arc<dyn Store>,
     discovery: Arc<dyn Discovery>,
@@ -65,7 +74,12 @@ pub struct Dispatcher {
     secret: Option<Vec<u8>>,
     report_base: String,
     backoff: Backoff,
+    results: ResultWriter,
     permits: Semaphore,
+    /// Bounds the fires between hand-off and their last result, so a scheduler that cannot
+    /// keep up leaves its backlog in the schedule (where the misfire policy applies) rather
+    /// than in memory.
+    backlog: Arc<Semaphore>,
     tasks: TaskTracker,
     /// Cancels waits (retry backoff) on shutdown; calls already made are left to finish.
     stopping: CancellationToken,
@@ -87,6 +101,7 @@ impl Dispatcher {
             .user_agent(concat!("jobflow/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let report_base = format!("http://{}", discovery.self_id());
+        let results = ResultWriter::spawn(store.clone());
         Ok(Self {
             store,
             discovery,
@@ -102,7 +117,11 @@ impl Dispatcher {
                 base: Duration::from_millis(settings.scheduler.retry_backoff_millis),
                 max: Duration::from_millis(settings.scheduler.retry_backoff_max_millis),
             },
+            results,
             permits: Semaphore::new(settings.executor.max_in_flight),
+            backlog: Arc::new(Semaphore::new(
+                settings.executor.max_in_flight * BACKLOG_PER_CALL,
+            )),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
             missed: Mutex::default(),
@@ -137,10 +156,21 @@ impl Dispatcher {
     /// Records and dispatches due cron fires in the background: one transaction for the
     /// claims and rows of all of them, one statement moving their rows to RUNNING, then the
     /// calls. Exactly one scheduler wins each fire's claim; the others skip it.
-    pub fn spawn_fires(self: &Arc<Self>, fires: Vec<(Arc<JobDefinition>, DateTime<Utc>)>) {
+    ///
+    /// `room` holds places in the backlog (see `reserve`); fires beyond them go without one.
+    pub fn spawn_fires(
+        self: &Arc<Self>,
+        fires: Vec<(Arc<JobDefinition>, DateTime<Utc>)>,
+        room: Vec<OwnedSemaphorePermit>,
+    ) {
         if fires.is_empty() {
             return;
         }
+        let mut room = room.into_iter();
+        let fires: Vec<_> = fires
+            .into_iter()
+            .map(|(job, at)| (job, at, room.next().map(Arc::new)))
+            .collect();
         // Chunks run concurrently, each in its own transaction on its own connection.
         for chunk in fires.chunks(FIRE_BATCH) {
             let (this, chunk) = (self.clone(), chunk.to_vec());
@@ -149,10 +179,25 @@ impl Dispatcher {
         }
     }
 
-    async fn fire_batch(self: &Arc<Self>, fires: &[(Arc<JobDefinition>, DateTime<Utc>)]) {
+    /// Waits for room in the backlog, then takes up to `max` places.
+    pub async fn reserve(&self, max: usize) -> Vec<OwnedSemaphorePermit> {
+        let Ok(first) = self.backlog.clone().acquire_owned().await else {
+            return Vec::new();
+        };
+        let mut room = vec![first];
+        while room.len() < max {
+            match self.backlog.clone().try_acquire_owned() {
+                Ok(p) => room.push(p),
+                Err(_) => break,
+            }
+        }
+        room
+    }
+
+    async fn fire_batch(self: &Arc<Self>, fires: &[(Arc<JobDefinition>, DateTime<Utc>, Hold)]) {
         let mut planned = Vec::with_capacity(fires.len());
         let mut records = Vec::with_capacity(fires.len());
-        for (job, fire_time) in fires {
+        for (job, fire_time, hold) in fires {
             let fire_time = fire_time.trunc_subsecs(0);
             let executors = self
                 .discovery
@@ -167,14 +212,14 @@ impl Dispatcher {
                 claim,
                 self.plan_rows(job, fire_time, TriggerType::Cron, &executors),
             ));
-            planned.push((job.clone(), fire_time, executors));
+            planned.push((job.clone(), fire_time, executors, hold.clone()));
         }
         let outcomes = match self.store.record_cron_fires(&records).await {
             Ok(o) => o,
             Err(e) => {
                 tracing::error!(fires = fires.len(), error = %e, "could not record due fires; they follow the misfire policy once the database answers");
                 let mut missed = self.missed.lock().expect("missed lock");
-                for (job, fire_time, _) in planned {
+                for (job, fire_time, _, _) in planned {
                     let entry =
                         missed
                             .entry(job.name().to_string())
@@ -190,11 +235,11 @@ impl Dispatcher {
             }
         };
         let mut recorded = Vec::with_capacity(outcomes.len());
-        for ((job, fire_time, executors), outcome) in planned.into_iter().zip(outcomes) {
+        for ((job, fire_time, executors, hold), outcome) in planned.into_iter().zip(outcomes) {
             match outcome {
                 FireOutcome::Recorded(rows) => {
                     metrics::counter!("scheduler_fires_total", "job" => job.name().to_string(), "trigger" => "CRON").increment(1);
-                    recorded.push((job, rows, executors));
+                    recorded.push((job, rows, executors, hold));
                 }
                 FireOutcome::AlreadyFired => {
                     metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job" => job.name().to_string()).increment(1);
@@ -204,7 +249,7 @@ impl Dispatcher {
         }
         let fresh: Vec<String> = recorded
             .iter()
-            .flat_map(|(_, rows, _)| {
+            .flat_map(|(_, rows, _, _)| {
                 rows.iter()
                     .filter(|e| e.status == Pending)
                     .map(|e| e.trace_id.clone())
@@ -228,8 +273,8 @@ impl Dispatcher {
                 None
             }
         };
-        for (job, rows, executors) in recorded {
-            self.start(job, rows, &executors, started);
+        for (job, rows, executors, hold) in recorded {
+            self.start(job, rows, &executors, started, hold);
         }
     }
 
@@ -258,7 +303,7 @@ impl Dispatcher {
             unreachable!("unclaimed fires are always recorded")
         };
         metrics::counter!("scheduler_fires_total", "job" => job.name().to_string(), "trigger" => "MANUAL").increment(1);
-        self.start(job, recorded.clone(), &executors, None);
+        self.start(job, recorded.clone(), &executors, None, None);
         Ok(recorded)
     }
 
@@ -294,7 +339,7 @@ impl Dispatcher {
             unreachable!("unclaimed fires are always recorded")
         };
         let exec = recorded.pop().expect("one row recorded");
-        self.spawn_run(job, exec.clone(), None, None);
+        self.spawn_run(job, exec.clone(), None, None, None);
         Ok(exec)
     }
 
@@ -337,7 +382,7 @@ impl Dispatcher {
     /// Dispatches a stored PENDING row (compensation: its scheduler died before calling).
     pub async fn resume(self: &Arc<Self>, exec: Execution) -> Result<(), StoreError> {
         match self.store.get_job(&exec.job_name).await? {
-            Some(job) => self.spawn_run(Arc::new(job), exec, None, None),
+            Some(job) => self.spawn_run(Arc::new(job), exec, None, None, None),
             None => {
                 let t = Transition {
                     error_message: Some(
@@ -477,6 +522,7 @@ impl Dispatcher {
         rows: Vec<Execution>,
         executors: &[ExecutorInstance],
         started: Option<DateTime<Utc>>,
+        hold: Hold,
     ) {
         for (i, exec) in rows.into_iter().enumerate() {
             if exec.status == Failed {
@@ -492,6 +538,7 @@ impl Dispatcher {
                 exec,
                 Some(i).filter(|i| *i < executors.len()),
                 started,
+                hold.clone(),
             );
         }
     }
@@ -502,11 +549,17 @@ impl Dispatcher {
         exec: Execution,
         preferred: Option<usize>,
         started: Option<DateTime<Utc>>,
+        hold: Hold,
     ) {
         let span = tracing::info_span!("execution", trace_id = %exec.trace_id, job = %exec.job_name, execution_id = %exec.execution_id);
         let this = self.clone();
-        self.tasks
-            .spawn(async move { this.run(job, exec, preferred, started).await }.instrument(span));
+        self.tasks.spawn(
+            async move {
+                this.run(job, exec, preferred, started).await;
+                drop(hold);
+            }
+            .instrument(span),
+        );
     }
 
     /// Takes a PENDING row (or one this dispatcher already moved to RUNNING at `started`) and
@@ -531,7 +584,9 @@ impl Dispatcher {
                 _ = self.stopping.cancelled() => return,
             }
         }
-        let Ok(_permit) = self.permits.acquire().await else {
+        // Bounds the calls in flight; given back once the executor has answered, before
+        // the result is written.
+        let Ok(permit) = self.permits.acquire().await else {
             return;
         };
         let executors = self
@@ -636,6 +691,7 @@ impl Dispatcher {
                     refused.push(format!("{}: {err}", instance.addr));
                 }
                 CallOutcome::Accepted => {
+                    drop(permit);
                     return tracing::info!(executor = %instance.addr, "executor accepted; waiting for its report");
                 }
                 CallOutcome::Finished {
@@ -643,6 +699,7 @@ impl Dispatcher {
                     message,
                     error,
                 } => {
+                    drop(permit);
                     if let Ok(true) = self
                         .finish_from(
                             &exec,
@@ -714,7 +771,7 @@ impl Dispatcher {
             error_message: error,
             ..Transition::to(from, status)
         };
-        let changed = self.store.transition(&exec.trace_id, &t).await?;
+        let changed = self.results.write(&exec.trace_id, t).await?;
         if changed {
             record_final(exec, status, duration_ms);
         }
@@ -762,7 +819,7 @@ impl Dispatcher {
             Ok(FireOutcome::Recorded(mut rows)) => {
                 let retry = rows.pop().expect("one row recorded");
                 tracing::info!(retry_trace_id = %retry.trace_id, retry = retry.retry_count, delay_ms = delay.as_millis() as u64, "retry scheduled");
-                self.spawn_run(Arc::new(job), retry, None, None);
+                self.spawn_run(Arc::new(job), retry, None, None, None);
             }
             Ok(FireOutcome::AlreadyFired) => {}
             // Another dispatcher (or the compensator) created this retry already.

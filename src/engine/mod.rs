@@ -30,6 +30,9 @@ use timers::{FireSchedule, MisfireRules, Step};
 /// Due fires taken from the queue per step of a burst.
 const DUE_SLICE: usize = 256;
 
+/// The longest the loop hands out due fires before it looks at other events.
+const PASS_LIMIT: Duration = Duration::from_secs(1);
+
 /// How long after a local job change the engine reloads (changes within it share a reload).
 const RELOAD_COALESCE: Duration = Duration::from_millis(100);
 
@@ -117,10 +120,18 @@ impl Engine {
             }
             // A large burst is handed out in slices, so the first calls go out while the
             // rest are still being taken from the queue.
-            let now = Utc::now();
-            while schedule.has_due(now) {
-                let step = schedule.take_due(now, self.rules, DUE_SLICE);
-                self.dispatch(step);
+            // When the backlog is full the loop waits here; instants that wait beyond the
+            // tolerance follow the misfire policy when taken. A pass takes what was due when
+            // it began, for at most PASS_LIMIT, so membership and job changes are seen
+            // between passes even when the scheduler cannot keep up.
+            let (due_at, pass) = (Utc::now(), Instant::now());
+            while schedule.has_due(due_at) && pass.elapsed() < PASS_LIMIT {
+                let room = tokio::select! {
+                    room = self.dispatcher.reserve(DUE_SLICE) => room,
+                    _ = cancel.cancelled() => break,
+                };
+                let step = schedule.take_due(Utc::now(), self.rules, room.len());
+                self.dispatch(step, room).await;
                 tokio::task::yield_now().await;
             }
 
@@ -150,7 +161,7 @@ impl Engine {
                     Ok(changed) => {
                         resync |= changed;
                         if self.dispatcher.has_missed() {
-                            self.recover_missed(Utc::now());
+                            self.recover_missed(Utc::now()).await;
                         }
                     }
                     Err(e) => {
@@ -163,7 +174,7 @@ impl Engine {
     }
 
     /// The database answers again: fires it could not record follow the misfire policy.
-    fn recover_missed(&self, now: chrono::DateTime<Utc>) {
+    async fn recover_missed(&self, now: chrono::DateTime<Utc>) {
         for crate::dispatch::MissedFire { job, fire_time } in self.dispatcher.take_missed() {
             let owed = now - fire_time <= self.rules.threshold
                 && job.spec.misfire_policy == crate::jobs::MisfirePolicy::FireOnceNow;
@@ -185,7 +196,7 @@ impl Engine {
                     ..Step::default()
                 }
             };
-            self.dispatch(step);
+            self.dispatch(step, Vec::new()).await;
         }
     }
 
@@ -255,10 +266,12 @@ impl Engine {
             .owned
             .store(schedule.len(), std::sync::atomic::Ordering::Relaxed);
         *self.cluster.ring.write().expect("ring lock") = ring;
-        self.dispatch(step);
+        self.dispatch(step, Vec::new()).await;
     }
 
-    fn dispatch(&self, step: Step) {
+    /// Hands the due fires to the dispatcher, each with its place in the backlog: `room`
+    /// covers the slice that was reserved, and places for fires beyond it are waited for.
+    async fn dispatch(&self, step: Step, mut room: Vec<tokio::sync::OwnedSemaphorePermit>) {
         for skipped in step.skipped {
             metrics::counter!("scheduler_misfires_total", "job" => skipped.job.clone(), "action" => "skipped").increment(1);
             tracing::info!(job = %skipped.job, fire_time = %skipped.fire_time, "missed fire not owed (misfire policy); skipped");
@@ -271,7 +284,13 @@ impl Engine {
             }
             fires.push((due.job, due.fire_time));
         }
-        // Everything due at this wake-up is recorded in one transaction.
-        self.dispatcher.spawn_fires(fires);
+        while room.len() < fires.len() {
+            let more = self.dispatcher.reserve(fires.len() - room.len()).await;
+            if more.is_empty() {
+                break;
+            }
+            room.extend(more);
+        }
+        self.dispatcher.spawn_fires(fires, room);
     }
 }

@@ -134,12 +134,12 @@ impl FireSchedule {
     /// `has_due` says more are waiting).
     pub fn take_due(&mut self, now: DateTime<Utc>, rules: MisfireRules, limit: usize) -> Step {
         let mut step = Step::default();
-        let mut taken = 0;
+        // `limit` counts fires; a job's fires are taken together, so a step can exceed it
+        // by the instants of its last job.
         while let Some((t, _)) = self.queue.first() {
-            if *t > now || taken >= limit {
+            if *t > now || step.due.len() >= limit {
                 break;
             }
-            taken += 1;
             let (scheduled, name) = self.queue.pop_first().expect("non-empty queue");
             let Some(entry) = self.entries.get_mut(&name) else {
                 continue;

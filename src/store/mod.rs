@@ -22,6 +22,9 @@ use crate::jobs::{Execution, ExecutionStatus, JobDefinition, JobSpec, NewExecuti
 pub use mysql::MySqlStore;
 pub use sqlite::SqliteStore;
 
+/// Rows per multi-row INSERT (16 bound values each stays far below every placeholder limit).
+const MULTI_ROW: usize = 500;
+
 /// Which unique key a write collided with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UniqueKey {
@@ -41,6 +44,9 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
     #[error(transparent)]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A batched write failed; every write of the batch gets the database's message.
+    #[error("batched write failed: {0}")]
+    Batch(String),
 }
 
 /// Filters of `GET /api/v1/jobs`.
@@ -220,6 +226,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Page<Execution>, StoreError>;
     /// Compare-and-set; `true` when this call changed the row.
     async fn transition(&self, trace_id: &str, t: &Transition) -> Result<bool, StoreError>;
+    /// Several transitions in one transaction (one commit); `true` for each that applied.
+    async fn transitions(&self, batch: &[(String, Transition)]) -> Result<Vec<bool>, StoreError>;
     /// PENDING rows due before `due_before`, oldest first.
     async fn due_pending(
         &self,

@@ -39,9 +39,4 @@ impl MySqlStore {
     }
 }
 
-sql_store!(
-    MySqlStore,
-    MySql,
-    "mysql",
-    |r: &sqlx::mysql::MySqlQueryResult| r.last_insert_id() as i64
-);
+sql_store!(MySqlStore, MySql, "mysql", " FOR UPDATE");

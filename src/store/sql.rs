@@ -22,10 +22,11 @@ macro_rules! execution_columns {
 }
 
 /// Implements `Store` for `$store` (which has a `pool: sqlx::Pool<$db>` field and a
-/// `MIGRATOR`) with the portable SQL; `$last_insert_id` reads the generated id from a query
-/// result (the one call that differs between the drivers).
+/// `MIGRATOR`) with the portable SQL. What differs between the backends: `$lock_rows` ends a
+/// SELECT that must lock the rows it reads until the commit (SQLite has one writer and no
+/// such clause).
 macro_rules! sql_store {
-    ($store:ty, $db:ty, $backend:literal, $last_insert_id:expr) => {
+    ($store:ty, $db:ty, $backend:literal, $lock_rows:literal) => {
         impl $store {
             async fn fetch_job<'c, E>(exec: E, name: &str) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError>
             where
@@ -81,38 +82,6 @@ macro_rules! sql_store {
                 }
             }
 
-            /// Inserts one execution row and returns it as stored.
-            async fn insert_execution(
-                tx: &mut sqlx::Transaction<'_, $db>,
-                r: &$crate::jobs::NewExecution,
-            ) -> Result<$crate::jobs::Execution, $crate::store::StoreError> {
-                let result = sqlx::query(
-                    "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, \
-                     scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status, \
-                     retry_count, parent_trace_id, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                )
-                .bind(&r.execution_id)
-                .bind(&r.trace_id)
-                .bind(&r.job_name)
-                .bind(r.trigger_type.as_str())
-                .bind($crate::store::ms(r.fire_time))
-                .bind(&r.scheduler_instance)
-                .bind(r.executor_instance.as_deref())
-                .bind(r.shard_start as i32)
-                .bind(r.shard_end as i32)
-                .bind(r.shard_count as i32)
-                .bind($crate::store::ms(r.trigger_time))
-                .bind($crate::store::ms(r.due_time))
-                .bind(r.status.as_str())
-                .bind(r.retry_count as i32)
-                .bind(r.parent_trace_id.as_deref())
-                .bind(r.error_message.as_deref())
-                .execute(&mut **tx)
-                .await
-                .map_err($crate::store::StoreError::from_write)?;
-                Ok(r.clone().recorded(($last_insert_id)(&result)))
-            }
-
             /// Inserts a fire claim; `false` when the fire was claimed already.
             async fn insert_claim(
                 tx: &mut sqlx::Transaction<'_, $db>,
@@ -131,6 +100,160 @@ macro_rules! sql_store {
                     Err($crate::store::StoreError::Duplicate(_)) => Ok(false),
                     Err(e) => Err(e),
                 }
+            }
+
+            /// Inserts rows with multi-row statements and reads their generated ids back by
+            /// trace id (ids of a multi-row insert are not reported one by one).
+            async fn insert_executions(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                rows: &[&$crate::jobs::NewExecution],
+            ) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                let mut ids = std::collections::HashMap::with_capacity(rows.len());
+                for chunk in rows.chunks($crate::store::MULTI_ROW) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, \
+                         scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status, \
+                         retry_count, parent_trace_id, error_message) ",
+                    );
+                    qb.push_values(chunk, |mut b, r| {
+                        b.push_bind(r.execution_id.clone())
+                            .push_bind(r.trace_id.clone())
+                            .push_bind(r.job_name.clone())
+                            .push_bind(r.trigger_type.as_str())
+                            .push_bind($crate::store::ms(r.fire_time))
+                            .push_bind(r.scheduler_instance.clone())
+                            .push_bind(r.executor_instance.clone())
+                            .push_bind(r.shard_start as i32)
+                            .push_bind(r.shard_end as i32)
+                            .push_bind(r.shard_count as i32)
+                            .push_bind($crate::store::ms(r.trigger_time))
+                            .push_bind($crate::store::ms(r.due_time))
+                            .push_bind(r.status.as_str())
+                            .push_bind(r.retry_count as i32)
+                            .push_bind(r.parent_trace_id.clone())
+                            .push_bind(r.error_message.clone());
+                    });
+                    qb.build().execute(&mut **tx).await.map_err($crate::store::StoreError::from_write)?;
+                    let mut select = sqlx::QueryBuilder::<$db>::new("SELECT id, trace_id FROM job_execution WHERE trace_id IN (");
+                    let mut list = select.separated(", ");
+                    for r in chunk {
+                        list.push_bind(r.trace_id.clone());
+                    }
+                    select.push(")");
+                    let found: Vec<(i64, String)> = select.build_query_as().fetch_all(&mut **tx).await?;
+                    ids.extend(found.into_iter().map(|(id, trace)| (trace, id)));
+                }
+                rows.iter()
+                    .map(|r| {
+                        let id = ids.get(&r.trace_id).copied().ok_or_else(|| {
+                            $crate::store::StoreError::Corrupt(format!("inserted execution {} not found", r.trace_id))
+                        })?;
+                        Ok((*r).clone().recorded(id))
+                    })
+                    .collect()
+            }
+
+            /// Inserts fire claims with multi-row statements; a claim taken already fails the
+            /// statement with `Duplicate(Fire)`.
+            async fn insert_claims(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                claims: &[&$crate::store::FireClaim],
+            ) -> Result<(), $crate::store::StoreError> {
+                let now = $crate::store::ms(chrono::Utc::now());
+                for chunk in claims.chunks($crate::store::MULTI_ROW) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) ");
+                    qb.push_values(chunk, |mut b, c| {
+                        b.push_bind(c.job_name.clone())
+                            .push_bind($crate::store::ms(c.fire_time))
+                            .push_bind(c.scheduler_instance.clone())
+                            .push_bind(now);
+                    });
+                    qb.build().execute(&mut **tx).await.map_err($crate::store::StoreError::from_write)?;
+                }
+                Ok(())
+            }
+
+            /// The common case of a batch of cron fires: nobody else claimed any of them, so
+            /// all claims and rows go in with a few multi-row statements.
+            async fn record_unclaimed(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                fires: &[($crate::store::FireClaim, Vec<$crate::jobs::NewExecution>)],
+            ) -> Result<Vec<$crate::store::FireOutcome>, $crate::store::StoreError> {
+                let claims: Vec<&$crate::store::FireClaim> = fires.iter().map(|(c, _)| c).collect();
+                Self::insert_claims(tx, &claims).await?;
+                let rows: Vec<&$crate::jobs::NewExecution> = fires.iter().flat_map(|(_, rows)| rows).collect();
+                let mut recorded = Self::insert_executions(tx, &rows).await?.into_iter();
+                Ok(fires
+                    .iter()
+                    .map(|(_, rows)| $crate::store::FireOutcome::Recorded(recorded.by_ref().take(rows.len()).collect()))
+                    .collect())
+            }
+
+            /// One UPDATE giving each row of `items` its own values (`CASE trace_id`), for
+            /// rows already known to be in a `from` state; columns an item leaves unset keep
+            /// their value.
+            fn set_many(items: &[&(String, $crate::store::Transition)]) -> sqlx::QueryBuilder<$db> {
+                macro_rules! case_column {
+                    ($qb:ident, $column:literal, $value:expr) => {
+                        if items.iter().any(|(_, t)| $value(t).is_some()) {
+                            $qb.push(concat!(", ", $column, " = CASE trace_id"));
+                            for (trace, t) in items {
+                                if let Some(v) = $value(t) {
+                                    $qb.push(" WHEN ").push_bind(trace.clone()).push(" THEN ").push_bind(v);
+                                }
+                            }
+                            $qb.push(concat!(" ELSE ", $column, " END"));
+                        }
+                    };
+                }
+                let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE job_execution SET status = CASE trace_id");
+                for (trace, t) in items {
+                    qb.push(" WHEN ").push_bind(trace.clone()).push(" THEN ").push_bind(t.to.as_str());
+                }
+                qb.push(" END");
+                case_column!(qb, "executor_instance", |t: &$crate::store::Transition| t.executor_instance.clone());
+                case_column!(qb, "start_time", |t: &$crate::store::Transition| t.start_time.map($crate::store::ms));
+                case_column!(qb, "finish_time", |t: &$crate::store::Transition| t.finish_time.map($crate::store::ms));
+                case_column!(qb, "duration_ms", |t: &$crate::store::Transition| t.duration_ms);
+                case_column!(qb, "result_message", |t: &$crate::store::Transition| t.result_message.clone());
+                case_column!(qb, "error_message", |t: &$crate::store::Transition| t.error_message.clone());
+                qb.push(" WHERE trace_id IN (");
+                let mut list = qb.separated(", ");
+                for (trace, _) in items {
+                    list.push_bind(trace.clone());
+                }
+                qb.push(")");
+                qb
+            }
+
+            fn transition_query(trace_id: &str, t: &$crate::store::Transition) -> sqlx::QueryBuilder<$db> {
+                let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE job_execution SET status = ");
+                qb.push_bind(t.to.as_str());
+                if let Some(v) = &t.executor_instance {
+                    qb.push(", executor_instance = ").push_bind(v.clone());
+                }
+                if let Some(v) = t.start_time {
+                    qb.push(", start_time = ").push_bind($crate::store::ms(v));
+                }
+                if let Some(v) = t.finish_time {
+                    qb.push(", finish_time = ").push_bind($crate::store::ms(v));
+                }
+                if let Some(v) = t.duration_ms {
+                    qb.push(", duration_ms = ").push_bind(v);
+                }
+                if let Some(v) = &t.result_message {
+                    qb.push(", result_message = ").push_bind(v.clone());
+                }
+                if let Some(v) = &t.error_message {
+                    qb.push(", error_message = ").push_bind(v.clone());
+                }
+                qb.push(" WHERE trace_id = ").push_bind(trace_id.to_string()).push(" AND status IN (");
+                let mut list = qb.separated(", ");
+                for s in t.from {
+                    list.push_bind(s.as_str());
+                }
+                qb.push(")");
+                qb
             }
 
             fn execution(row: $crate::store::rows::ExecutionRow) -> Result<$crate::jobs::Execution, $crate::store::StoreError> {
@@ -304,10 +427,7 @@ macro_rules! sql_store {
                     return Ok(outcomes.pop().expect("one outcome per fire"));
                 }
                 let mut tx = self.pool.begin().await?;
-                let mut out = Vec::with_capacity(rows.len());
-                for r in rows {
-                    out.push(Self::insert_execution(&mut tx, r).await?);
-                }
+                let out = Self::insert_executions(&mut tx, &rows.iter().collect::<Vec<_>>()).await?;
                 tx.commit().await?;
                 Ok($crate::store::FireOutcome::Recorded(out))
             }
@@ -317,6 +437,19 @@ macro_rules! sql_store {
                 fires: &[($crate::store::FireClaim, Vec<$crate::jobs::NewExecution>)],
             ) -> Result<Vec<$crate::store::FireOutcome>, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
+                match Self::record_unclaimed(&mut tx, fires).await {
+                    Ok(outcomes) => {
+                        tx.commit().await?;
+                        return Ok(outcomes);
+                    }
+                    // Some fire was claimed elsewhere (an ownership change): redo the batch
+                    // fire by fire, each under a savepoint, skipping the claimed ones.
+                    Err($crate::store::StoreError::Duplicate(_)) => {
+                        tx.rollback().await?;
+                        tx = self.pool.begin().await?;
+                    }
+                    Err(e) => return Err(e),
+                }
                 let mut outcomes = Vec::with_capacity(fires.len());
                 for (claim, rows) in fires {
                     let mut fire = sqlx::Acquire::begin(&mut *tx).await?;
@@ -325,24 +458,16 @@ macro_rules! sql_store {
                         outcomes.push($crate::store::FireOutcome::AlreadyFired);
                         continue;
                     }
-                    let mut out = Vec::with_capacity(rows.len());
-                    let mut duplicate = false;
-                    for r in rows {
-                        match Self::insert_execution(&mut fire, r).await {
-                            Ok(e) => out.push(e),
-                            Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId)) => {
-                                duplicate = true;
-                                break;
-                            }
-                            Err(e) => return Err(e),
+                    match Self::insert_executions(&mut fire, &rows.iter().collect::<Vec<_>>()).await {
+                        Ok(out) => {
+                            fire.commit().await?;
+                            outcomes.push($crate::store::FireOutcome::Recorded(out));
                         }
-                    }
-                    if duplicate {
-                        fire.rollback().await?;
-                        outcomes.push($crate::store::FireOutcome::AlreadyFired);
-                    } else {
-                        fire.commit().await?;
-                        outcomes.push($crate::store::FireOutcome::Recorded(out));
+                        Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId)) => {
+                            fire.rollback().await?;
+                            outcomes.push($crate::store::FireOutcome::AlreadyFired);
+                        }
+                        Err(e) => return Err(e),
                     }
                 }
                 tx.commit().await?;
@@ -426,33 +551,58 @@ macro_rules! sql_store {
             }
 
             async fn transition(&self, trace_id: &str, t: &$crate::store::Transition) -> Result<bool, $crate::store::StoreError> {
-                let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE job_execution SET status = ");
-                qb.push_bind(t.to.as_str());
-                if let Some(v) = &t.executor_instance {
-                    qb.push(", executor_instance = ").push_bind(v.clone());
+                Ok(Self::transition_query(trace_id, t).build().execute(&self.pool).await?.rows_affected() == 1)
+            }
+
+            async fn transitions(&self, batch: &[(String, $crate::store::Transition)]) -> Result<Vec<bool>, $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                // Compare: the current status of every row, locked until the commit.
+                let mut current: std::collections::HashMap<&str, String> = std::collections::HashMap::with_capacity(batch.len());
+                let traces: Vec<&str> = batch.iter().map(|(t, _)| t.as_str()).collect();
+                for chunk in traces.chunks($crate::store::MULTI_ROW) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT trace_id, status FROM job_execution WHERE trace_id IN (");
+                    let mut list = qb.separated(", ");
+                    for t in chunk {
+                        list.push_bind(t.to_string());
+                    }
+                    qb.push(")").push($lock_rows);
+                    let found: Vec<(String, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    for (trace, status) in found {
+                        if let Some(t) = chunk.iter().find(|t| **t == trace) {
+                            current.insert(t, status);
+                        }
+                    }
                 }
-                if let Some(v) = t.start_time {
-                    qb.push(", start_time = ").push_bind($crate::store::ms(v));
+                // Decide in order, as if the transitions were applied one by one.
+                let mut applied = Vec::with_capacity(batch.len());
+                let mut winners: Vec<&(String, $crate::store::Transition)> = Vec::new();
+                for item @ (trace, t) in batch {
+                    let wins = match current.get_mut(trace.as_str()) {
+                        Some(status) if t.from.iter().any(|f| f.as_str() == status.as_str()) => {
+                            *status = t.to.as_str().to_string();
+                            true
+                        }
+                        _ => false,
+                    };
+                    applied.push(wins);
+                    if wins {
+                        winners.push(item);
+                    }
                 }
-                if let Some(v) = t.finish_time {
-                    qb.push(", finish_time = ").push_bind($crate::store::ms(v));
+                // Set: one statement for all winners; a row moving twice in one batch (rare)
+                // takes one statement per move instead.
+                let distinct: std::collections::HashSet<&str> = winners.iter().map(|(t, _)| t.as_str()).collect();
+                if distinct.len() < winners.len() {
+                    for (trace, t) in &winners {
+                        Self::transition_query(trace, t).build().execute(&mut *tx).await?;
+                    }
+                } else {
+                    for chunk in winners.chunks($crate::store::MULTI_ROW / 2) {
+                        Self::set_many(chunk).build().execute(&mut *tx).await?;
+                    }
                 }
-                if let Some(v) = t.duration_ms {
-                    qb.push(", duration_ms = ").push_bind(v);
-                }
-                if let Some(v) = &t.result_message {
-                    qb.push(", result_message = ").push_bind(v.clone());
-                }
-                if let Some(v) = &t.error_message {
-                    qb.push(", error_message = ").push_bind(v.clone());
-                }
-                qb.push(" WHERE trace_id = ").push_bind(trace_id.to_string()).push(" AND status IN (");
-                let mut list = qb.separated(", ");
-                for s in t.from {
-                    list.push_bind(s.as_str());
-                }
-                qb.push(")");
-                Ok(qb.build().execute(&self.pool).await?.rows_affected() == 1)
+                tx.commit().await?;
+                Ok(applied)
             }
 
             async fn due_pending(&self, due_before: chrono::DateTime<chrono::Utc>, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {

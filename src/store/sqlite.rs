@@ -43,9 +43,4 @@ impl SqliteStore {
     }
 }
 
-sql_store!(
-    SqliteStore,
-    Sqlite,
-    "sqlite",
-    |r: &sqlx::sqlite::SqliteQueryResult| r.last_insert_rowid()
-);
+sql_store!(SqliteStore, Sqlite, "sqlite", "");

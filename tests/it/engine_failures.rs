@@ -15,6 +15,7 @@ backend_tests!(
     accepted_then_reported,
     no_executor_is_a_clear_failure,
     manual_trigger_and_operator_retry,
+    an_overloaded_scheduler_keeps_its_backlog_bounded,
 );
 
 async fn app_with(backend: Backend, service: &str, executors: Vec<String>) -> TestApp {
@@ -306,4 +307,73 @@ async fn manual_trigger_and_operator_retry(backend: Backend) {
         )
         .await;
     assert_eq!(status, 409, "{problem}");
+}
+
+/// Executors slower than the schedule: calls stay within `executor.max_in_flight`, fires
+/// waiting between hand-off and result stay within the backlog (8 per call in flight), and
+/// the instants that wait too long follow the misfire policy instead of piling up.
+async fn an_overloaded_scheduler_keeps_its_backlog_bounded(backend: Backend) {
+    let answer = Duration::from_millis(1500);
+    let rec = Recorder::with(move |_| Reply::slow(answer)).await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = rec.addr.clone();
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &[addr]);
+        s.executor.max_in_flight = 1;
+    })
+    .await;
+    let jobs: Vec<String> = (0..6).map(|i| format!("busy-{i}")).collect();
+    for j in &jobs {
+        app.create_job(&json!({"name": j, "serviceName": "svc", "handler": "work",
+            "cron": "* * * * * ?", "maxRetry": 0, "timeoutSeconds": 10}))
+            .await;
+    }
+    let mut most_open = 0;
+    for _ in 0..24 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut open = 0;
+        for j in &jobs {
+            open += app
+                .executions(j)
+                .await
+                .iter()
+                .filter(|r| ["PENDING", "RUNNING"].contains(&r["status"].as_str().unwrap()))
+                .count();
+        }
+        most_open = most_open.max(open);
+    }
+    assert!(
+        most_open <= 8,
+        "{most_open} fires open at once; the backlog is 8"
+    );
+    let mut calls = rec.calls();
+    assert!(calls.len() >= 5, "only {} calls in 12 s", calls.len());
+    calls.sort_by_key(|c| c.received_at);
+    for pair in calls.windows(2) {
+        let gap = pair[1].received_at - pair[0].received_at;
+        assert!(
+            gap >= chrono::Duration::milliseconds(1400),
+            "two calls in flight at once ({gap} apart); the limit is 1"
+        );
+    }
+    let mut fires: Vec<(String, String)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.header("x-job-name").into(),
+                c.header("x-fire-time").into(),
+            )
+        })
+        .collect();
+    fires.sort();
+    let n = fires.len();
+    fires.dedup();
+    assert_eq!(fires.len(), n, "a fire was called twice");
+    let metrics = app.metrics().await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("scheduler_misfires_total") && l.contains(r#"action="fired""#)),
+        "instants that waited beyond the tolerance are caught up once, as misfires"
+    );
 }

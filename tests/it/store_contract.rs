@@ -12,6 +12,7 @@ use crate::helpers::{Backend, TestDb, backend_tests, base_settings};
 
 backend_tests!(
     batched_fires_are_independent,
+    large_batches_return_what_was_stored,
     duplicates_are_typed,
     fire_claims_are_exclusive_and_atomic,
     transitions_are_compare_and_set
@@ -242,4 +243,81 @@ async fn batched_fires_are_independent(backend: Backend) {
         s.get_execution(&traces[0]).await.unwrap().unwrap().status,
         ExecutionStatus::Running
     );
+}
+
+/// A burst larger than one multi-row statement: every fire recorded, each returned row equal
+/// to the stored one (ids included), and results written as one batch with a per-row answer.
+async fn large_batches_return_what_was_stored(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 3, 0, 0).unwrap();
+    let batch: Vec<_> = (0..400)
+        .map(|i| {
+            let job = format!("job-{i:03}");
+            let claim = FireClaim {
+                job_name: job.clone(),
+                fire_time: fire,
+                scheduler_instance: "me:1".into(),
+            };
+            (claim, vec![row(&job, fire, 0, 4), row(&job, fire, 5, 9)])
+        })
+        .collect();
+    let outcomes = s.record_cron_fires(&batch).await.unwrap();
+    let mut recorded = Vec::new();
+    for ((claim, rows), outcome) in batch.iter().zip(&outcomes) {
+        let FireOutcome::Recorded(got) = outcome else {
+            panic!("{} not recorded", claim.job_name)
+        };
+        assert_eq!(got.len(), rows.len());
+        for (want, got) in rows.iter().zip(got) {
+            assert_eq!(got.trace_id, want.trace_id, "rows come back in order");
+            recorded.push(got.clone());
+        }
+    }
+    let mut ids: Vec<i64> = recorded.iter().map(|e| e.id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 800, "every row has its own id");
+    for e in recorded.iter().step_by(37) {
+        assert_eq!(
+            Some(e),
+            s.get_execution(&e.trace_id).await.unwrap().as_ref()
+        );
+    }
+    // The same fires again: all of them are claimed already, none is written twice.
+    let again = s.record_cron_fires(&batch).await.unwrap();
+    assert!(again.iter().all(|o| matches!(o, FireOutcome::AlreadyFired)));
+
+    // Results in one batch: each answer is its own compare-and-set.
+    let traces: Vec<String> = recorded.iter().map(|e| e.trace_id.clone()).collect();
+    assert_eq!(
+        s.start_executions(&traces[..2], Utc::now()).await.unwrap(),
+        2
+    );
+    let done = |to| {
+        let mut t = Transition::to(&[ExecutionStatus::Running], to);
+        t.finish_time = Some(Utc::now());
+        t
+    };
+    let answers = s
+        .transitions(&[
+            (traces[0].clone(), done(ExecutionStatus::Success)),
+            (traces[2].clone(), done(ExecutionStatus::Success)),
+            (traces[1].clone(), done(ExecutionStatus::Failed)),
+            (traces[0].clone(), done(ExecutionStatus::Failed)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        answers,
+        [true, false, true, false],
+        "a PENDING row and a second verdict do not apply"
+    );
+    let status = |i: usize| {
+        let s = s.clone();
+        let t = traces[i].clone();
+        async move { s.get_execution(&t).await.unwrap().unwrap().status }
+    };
+    assert_eq!(status(0).await, ExecutionStatus::Success);
+    assert_eq!(status(1).await, ExecutionStatus::Failed);
+    assert_eq!(status(2).await, ExecutionStatus::Pending);
 }
