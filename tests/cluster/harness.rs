@@ -39,7 +39,7 @@ fn free_port_pair() -> u16 {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -180,7 +180,8 @@ impl Drop for Rnacos {
 pub struct MySqlDb {
     pub url: String,
     name: String,
-    server: String,
+    /// The server URL without a database.
+    pub server: String,
 }
 
 impl MySqlDb {
@@ -235,6 +236,11 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub async fn start(db: &str, nacos: &str) -> Self {
+        Self::start_with(db, nacos, &[]).await
+    }
+
+    /// Starts one with extra `JOBFLOW__…` settings.
+    pub async fn start_with(db: &str, nacos: &str, settings: &[(&str, &str)]) -> Self {
         let dir = std::env::temp_dir();
         let mut child = Command::new(env!("CARGO_BIN_EXE_jobflow"))
             .current_dir(dir)
@@ -250,6 +256,7 @@ impl Scheduler {
             .env("JOBFLOW__AUTH__ENABLED", "false")
             .env("JOBFLOW__LOG__FORMAT", "json")
             .env("JOBFLOW__LOG__LEVEL", "info")
+            .envs(settings.iter().copied())
             .stdout(Stdio::piped())
             .spawn()
             .expect("start jobflow");

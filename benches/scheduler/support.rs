@@ -1,0 +1,346 @@
+//! What every scenario uses: the recording executor, a database, the `jobflow` process,
+//! job creation through the API, /proc readings and delay statistics.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::Connection;
+
+use crate::harness::MySqlDb;
+
+/// One executor call as the recording executor saw it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub job: String,
+    pub fire: DateTime<Utc>,
+    pub shard_start: u32,
+    pub received: DateTime<Utc>,
+}
+
+pub type Calls = Arc<Mutex<Vec<Call>>>;
+
+/// A recording executor listening on `ports` addresses of 127.0.0.1 (one per executor
+/// instance the scheduler is told about), all recording into one list.
+pub async fn recorder(ports: usize) -> (Vec<String>, Calls) {
+    let calls: Calls = Arc::default();
+    let sink = calls.clone();
+    let app = Router::new().route(
+        "/internal/job/{handler}",
+        post(move |headers: HeaderMap| {
+            let sink = sink.clone();
+            async move {
+                let received = Utc::now();
+                let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("");
+                let fire = DateTime::parse_from_rfc3339(h("x-fire-time"))
+                    .map(|t| t.with_timezone(&Utc))
+                    .unwrap_or(received);
+                sink.lock().unwrap().push(Call {
+                    job: h("x-job-name").to_string(),
+                    fire,
+                    shard_start: h("x-shard-start").parse().unwrap_or(0),
+                    received,
+                });
+                r#"{"success":true}"#
+            }
+        }),
+    );
+    let mut addrs = Vec::with_capacity(ports);
+    for _ in 0..ports {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.push(listener.local_addr().unwrap().to_string());
+        let app = app.clone();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    }
+    (addrs, calls)
+}
+
+pub struct Database {
+    pub url: String,
+    /// The server URL without a database, for MySQL/MariaDB.
+    pub server: Option<String>,
+    /// Dropped (with the database) at the end of the run.
+    _mysql: Option<MySqlDb>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Database {
+    /// A temporary SQLite file, or a new database on the MySQL/MariaDB server of
+    /// `JOBFLOW_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306`).
+    pub async fn create(sqlite: bool) -> Self {
+        if sqlite {
+            let dir = tempfile::tempdir().unwrap();
+            return Self {
+                url: format!("sqlite://{}/bench.db", dir.path().display()),
+                server: None,
+                _mysql: None,
+                _dir: Some(dir),
+            };
+        }
+        let db = MySqlDb::create().await;
+        Self {
+            url: db.url.clone(),
+            server: Some(db.server.clone()),
+            _mysql: Some(db),
+            _dir: None,
+        }
+    }
+}
+
+/// Server-wide statement counters of MySQL/MariaDB (`SHOW GLOBAL STATUS`), to count the
+/// statements a run costs. The benchmark is the only client of the server while it runs.
+pub async fn server_counters(server: &str) -> HashMap<String, f64> {
+    let mut conn = sqlx::MySqlConnection::connect(server).await.unwrap();
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_insert', 'Com_update', \
+         'Com_select', 'Com_delete', 'Com_begin', 'Com_commit', 'Com_rollback', 'Com_savepoint', \
+         'Com_release_savepoint', 'Com_stmt_prepare', 'Com_stmt_execute', \
+         'Com_stmt_close', 'Innodb_data_fsyncs')",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
+        .collect()
+}
+
+/// The pid of the local MySQL/MariaDB server, to read its CPU time.
+pub fn database_pid() -> Option<u32> {
+    ["mariadbd", "mysqld"].iter().find_map(|name| {
+        let out = Command::new("pgrep").args(["-x", name]).output().ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// A `jobflow` process started from the release binary.
+pub struct Jobflow {
+    pub child: Child,
+    pub api: String,
+    /// From spawning the process to its "listening" log line.
+    pub listening_after: Duration,
+    _dir: tempfile::TempDir,
+}
+
+impl Jobflow {
+    /// Standalone, with `executors` as the static instances of service `bench`.
+    pub fn start(db: &str, executors: &[String]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("bench.toml");
+        let list = executors
+            .iter()
+            .map(|e| format!("\"{e}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        std::fs::write(&config, format!("[executors.static]\nbench = [{list}]\n")).unwrap();
+        let started = Instant::now();
+        // JOBFLOW_BENCH_BIN measures another build (a baseline) with the same scenario.
+        let binary = std::env::var("JOBFLOW_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_jobflow").to_string());
+        let mut child = Command::new(binary)
+            .current_dir(dir.path())
+            .args(["--config", config.to_str().unwrap()])
+            .env("JOBFLOW__DATABASE__URL", db)
+            .env("JOBFLOW__DATABASE__MAX_CONNECTIONS", "16")
+            .env("JOBFLOW__SERVER__HOST", "127.0.0.1")
+            .env("JOBFLOW__SERVER__PORT", "0")
+            .env("JOBFLOW__LOG__FORMAT", "json")
+            .env("JOBFLOW__LOG__LEVEL", "warn,jobflow::app=info")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start jobflow");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let api = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(&l).ok()?;
+                (v["message"] == "JobFlow listening")
+                    .then(|| v["addr"].as_str().unwrap().to_string())
+            })
+            .expect("jobflow listening");
+        let listening_after = started.elapsed();
+        std::thread::spawn(move || lines.for_each(drop));
+        Self {
+            child,
+            api,
+            listening_after,
+            _dir: dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, and waits for the exit.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Jobflow {
+    /// A benchmark that panics must not leave the instance running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Creates `n` jobs named `bench-000000`… through the API, 16 requests at a time. `cron` may
+/// hold `{s}` `{m}` `{h}`: second, minute and hour values derived from the job's index, so
+/// every job gets its own expression.
+pub async fn create_jobs(api: &str, n: usize, cron: &str, shards: u32) -> Duration {
+    let client = reqwest::Client::new();
+    let start = Instant::now();
+    let sem = Arc::new(tokio::sync::Semaphore::new(16));
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let (client, api, cron, sem) = (
+            client.clone(),
+            api.to_string(),
+            cron.to_string(),
+            sem.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let _p = sem.acquire().await.unwrap();
+            let cron = cron
+                .replace("{s}", &(i % 60).to_string())
+                .replace("{m}", &(i / 60 % 60).to_string())
+                .replace("{h}", &(i / 3600 % 24).to_string());
+            let body = json!({"name": format!("bench-{i:06}"), "serviceName": "bench",
+                "handler": "noop", "cron": cron, "maxRetry": 0, "shardCount": shards});
+            let r = client
+                .post(format!("http://{api}/api/v1/jobs"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    start.elapsed()
+}
+
+/// (RSS in MiB, CPU seconds used so far) of a process, from /proc.
+pub fn proc_usage(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss_kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ticks = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            f[11].parse::<f64>().unwrap_or(0.0) + f[12].parse::<f64>().unwrap_or(0.0)
+        })
+        .unwrap_or(f64::NAN);
+    (rss_kb / 1024.0, ticks / 100.0)
+}
+
+/// CPU seconds used so far by this (benchmark) process: the recording executor's share.
+pub fn own_cpu() -> f64 {
+    proc_usage(std::process::id()).1
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Delay statistics of the calls whose scheduled instant lies in `[from, to)`.
+pub struct DelayStats {
+    /// Distinct (job, instant, range) executions among them.
+    pub executions: usize,
+    pub doubled: usize,
+    pub delays: Vec<f64>,
+}
+
+impl DelayStats {
+    pub fn of(calls: &[Call], from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        let mut per_execution: HashMap<(&str, DateTime<Utc>, u32), usize> = HashMap::new();
+        let mut delays = Vec::new();
+        for c in calls.iter().filter(|c| c.fire >= from && c.fire < to) {
+            *per_execution
+                .entry((c.job.as_str(), c.fire, c.shard_start))
+                .or_default() += 1;
+            delays.push((c.received - c.fire).num_microseconds().unwrap() as f64 / 1000.0);
+        }
+        delays.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        Self {
+            executions: per_execution.len(),
+            doubled: per_execution.values().filter(|n| **n > 1).count(),
+            delays,
+        }
+    }
+
+    pub fn p(&self, p: f64) -> f64 {
+        percentile(&self.delays, p)
+    }
+
+    pub fn max(&self) -> f64 {
+        self.delays.last().copied().unwrap_or(f64::NAN)
+    }
+}
+
+/// Appends `line` to `{out}/{file}` when the run was given `--out`, for the plot script.
+pub fn record(out: Option<&std::path::Path>, file: &str, header: &str, line: &str) {
+    let Some(dir) = out else { return };
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(file);
+    let fresh = !path.exists();
+    let mut text = String::new();
+    if fresh {
+        text.push_str(header);
+        text.push('\n');
+    }
+    text.push_str(line);
+    text.push('\n');
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+/// The sum of every series of a Prometheus counter whose labels contain `label` (e.g.
+/// `action="skipped"`), read from the instance's `/metrics`.
+pub async fn metric_sum(api: &str, name: &str, label: &str) -> f64 {
+    let text = reqwest::get(format!("http://{api}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{') && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}

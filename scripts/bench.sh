@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Runs every JobFlow benchmark and its peers, then draws the plot: the one command behind
+# docs/benchmarks.md. Installs what the runs need: MariaDB (started if stopped), rnacos and
+# ratchjob (cargo install --locked when missing; never vendored), matplotlib in a venv.
+#
+# Scale parameters (environment):
+#   BENCH_JOBS="50 300 1000 10000"   jobs on a one-second cron, for the precision runs
+#   BENCH_SECONDS=20                 precision window
+#   BENCH_THROUGHPUT_SECONDS=300     sustained-throughput window
+#   BENCH_THROUGHPUT_RATE=1000       executions per second offered (shard_count 1 and 10)
+#   BENCH_BURST=10000                jobs due at one instant
+#   BENCH_IDLE="0 10000 100000"      idle instance sizes (10,000 is also run with distinct crons)
+#   BENCH_CLUSTER="3 5"              cluster sizes before the join
+#   BENCH_ONLY="precision cluster"   run only these groups (startup precision throughput burst
+#                                    idle cluster)
+# Results: target/bench-results/<UTC time>/ (results.md and CSVs), plot: docs/benchmarks.png.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/jobflow-target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+MYSQL_URL="${JOBFLOW_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
+export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
+
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+JOBS="${BENCH_JOBS:-50 300 1000 10000}"
+SECS="${BENCH_SECONDS:-20}"
+TP_SECS="${BENCH_THROUGHPUT_SECONDS:-300}"
+TP_RATE="${BENCH_THROUGHPUT_RATE:-1000}"
+BURST="${BENCH_BURST:-10000}"
+IDLE="${BENCH_IDLE:-0 10000 100000}"
+CLUSTER="${BENCH_CLUSTER:-3 5}"
+ONLY="${BENCH_ONLY:-startup precision throughput burst idle cluster}"
+
+ensure_mariadb
+ensure_rnacos
+if [ -n "${RATCHJOB_BIN:-}" ] && [ -x "$RATCHJOB_BIN" ]; then
+    log "ratchjob: $RATCHJOB_BIN"
+elif [ -x "$HOME/.cargo/bin/ratchjob" ]; then
+    export RATCHJOB_BIN="$HOME/.cargo/bin/ratchjob"
+else
+    log "installing ratchjob (cargo install ratchjob --locked)"
+    cargo install ratchjob --locked --quiet
+    export RATCHJOB_BIN="$HOME/.cargo/bin/ratchjob"
+fi
+VENV="${JOBFLOW_BENCH_VENV:-$HOME/.cache/jobflow-bench-venv}"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
+    log "installing matplotlib into $VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet matplotlib
+fi
+
+log "building the benchmark (release)"
+cargo bench --locked --bench scheduler --no-run 2>&1 | tail -n 2
+bench_bin=$(cargo bench --locked --bench scheduler --no-run --message-format=json 2>/dev/null \
+    | sed -n 's/.*"executable":"\([^"]*scheduler-[^"]*\)".*/\1/p' | tail -n 1)
+[ -x "$bench_bin" ] || { echo "benchmark binary not found" >&2; exit 1; }
+
+out="target/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out"
+results="$out/results.md"
+{
+    echo "# JobFlow benchmark run $(date -u +%FT%TZ)"
+    echo
+    echo "$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr), $(rustc --version)"
+    mariadb --version 2>/dev/null || true
+    echo
+} > "$results"
+run() {
+    log "bench $*"
+    echo >> "$results"
+    echo "\$ scheduler $*" >> "$results"
+    "$bench_bin" "$@" --out "$out" | tee -a "$results"
+}
+wants() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+if wants startup; then run startup --runs 5; fi
+if wants precision; then
+    for n in $JOBS; do
+        run precision --jobs "$n" --seconds "$SECS"
+        run peer-tcs --jobs "$n" --seconds "$SECS"
+        run peer-ratchjob --jobs "$n" --seconds "$SECS"
+    done
+fi
+if wants throughput; then
+    run throughput --jobs "$TP_RATE" --shards 1 --seconds "$TP_SECS"
+    run throughput --jobs "$((TP_RATE / 10))" --shards 10 --seconds "$TP_SECS"
+    run peer-ratchjob --jobs "$TP_RATE" --shards 1 --seconds "$TP_SECS"
+    run peer-ratchjob --jobs "$((TP_RATE / 10))" --shards 10 --seconds "$TP_SECS"
+fi
+if wants burst; then run burst --jobs "$BURST"; fi
+if wants idle; then
+    for n in $IDLE; do run idle --jobs "$n"; done
+    run idle --jobs 10000 --distinct
+fi
+if wants cluster; then
+    for m in $CLUSTER; do
+        for s in java-hash rendezvous; do run cluster --instances "$m" --strategy "$s" --jobs 300; done
+    done
+fi
+
+"$VENV/bin/python" scripts/plot-bench.py "$out" docs/benchmarks.png
+log "results: $results; plot: docs/benchmarks.png"
