@@ -22,6 +22,9 @@ use crate::jobs::{Execution, ExecutionStatus, JobDefinition, JobSpec, NewExecuti
 pub use mysql::MySqlStore;
 pub use sqlite::SqliteStore;
 
+/// Fire claims deleted per statement when purging.
+const PURGE_CHUNK: i64 = 5000;
+
 /// Rows per multi-row INSERT (16 bound values each stays far below every placeholder limit).
 const MULTI_ROW: usize = 500;
 
@@ -215,6 +218,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         since: DateTime<Utc>,
     ) -> Result<std::collections::HashMap<String, DateTime<Utc>>, StoreError>;
+    /// Deletes the claims of instants before `before` (in chunks); the number deleted.
     async fn purge_fire_claims(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
 
     async fn get_execution(&self, trace_id: &str) -> Result<Option<Execution>, StoreError>;

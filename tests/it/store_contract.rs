@@ -320,4 +320,37 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
     assert_eq!(status(0).await, ExecutionStatus::Success);
     assert_eq!(status(1).await, ExecutionStatus::Failed);
     assert_eq!(status(2).await, ExecutionStatus::Pending);
+
+    // Purging takes claims by instant, more than one chunk of them.
+    let start = Utc.with_ymd_and_hms(2024, 6, 1, 0, 0, 0).unwrap();
+    let many: Vec<_> = (0..6000)
+        .map(|i| {
+            let at = start + Duration::seconds(i);
+            let claim = FireClaim {
+                job_name: "many".into(),
+                fire_time: at,
+                scheduler_instance: "me:1".into(),
+            };
+            (claim, vec![row("many", at, 0, 9)])
+        })
+        .collect();
+    s.record_cron_fires(&many).await.unwrap();
+    assert_eq!(
+        s.purge_fire_claims(start + Duration::seconds(5500))
+            .await
+            .unwrap(),
+        400 + 5500,
+        "the 400 claims of May and the first 5,500 of June"
+    );
+    assert_eq!(
+        s.last_fire_time("many").await.unwrap(),
+        Some(start + Duration::seconds(5999)),
+        "later claims stay"
+    );
+    assert_eq!(
+        s.purge_fire_claims(start + Duration::days(1))
+            .await
+            .unwrap(),
+        500
+    );
 }
