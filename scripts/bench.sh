@@ -20,7 +20,6 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/jobflow-target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 MYSQL_URL="${JOBFLOW_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
-export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
 
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
@@ -36,6 +35,8 @@ ONLY="${BENCH_ONLY:-startup precision throughput burst idle cluster}"
 
 ensure_mariadb
 ensure_rnacos
+# Exported after ensure_mariadb, which manages the local server only when none is given.
+export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
 if [ -n "${RATCHJOB_BIN:-}" ] && [ -x "$RATCHJOB_BIN" ]; then
     log "ratchjob: $RATCHJOB_BIN"
 elif [ -x "$HOME/.cargo/bin/ratchjob" ]; then
