@@ -17,10 +17,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/jobflow-target}"
-export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
-MYSQL_URL="${JOBFLOW_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
-
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 

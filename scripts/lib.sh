@@ -1,5 +1,10 @@
-# Shared by scripts/test.sh and scripts/bench.sh: bringing up what the suites need on this
-# machine. Expects MYSQL_URL to be set and the caller to run under `set -euo pipefail`.
+# Shared by scripts/test.sh and scripts/bench.sh: the build settings, and bringing up what the
+# suites need on this machine. Expects the caller to run from the repository root under
+# `set -euo pipefail`.
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/jobflow-target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+MYSQL_URL="${JOBFLOW_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 
 log() { printf '==> %s\n' "$*"; }
 

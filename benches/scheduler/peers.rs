@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::Args;
 use crate::harness::free_port;
-use crate::support::{Call, Calls, DelayStats, own_cpu, proc_usage, record, recorder};
+use crate::support::{Call, Calls, DelayStats, own_cpu, proc_usage, record_precision, recorder};
 
 fn print_row(a: &Args, peer: &str, stats: &DelayStats, cpu: f64, rss: f64) {
     let expected = a.jobs * a.shards as usize * a.seconds as usize;
@@ -34,22 +34,7 @@ fn print_row(a: &Args, peer: &str, stats: &DelayStats, cpu: f64, rss: f64) {
         stats.p(0.99),
         stats.max(),
     );
-    record(
-        a.out.as_deref(),
-        "precision.csv",
-        "scheduler,backend,jobs,shards,seconds,executions,expected,doubled,p50_ms,p99_ms,max_ms,cpu_scheduler,cpu_db,rss_mib",
-        &format!(
-            "{peer},none,{},{},{},{},{expected},{},{:.1},{:.1},{:.1},{cpu:.3},,{rss:.1}",
-            a.jobs,
-            a.shards,
-            a.seconds,
-            stats.executions,
-            stats.doubled,
-            stats.p(0.5),
-            stats.p(0.99),
-            stats.max(),
-        ),
-    );
+    record_precision(a, peer, "none", stats, cpu, None, rss);
 }
 
 /// tokio-cron-scheduler 0.15 in this process (no database, no exactly-once guard, no
@@ -311,8 +296,7 @@ pub async fn ratchjob(a: &Args) {
     let exec1 = own_cpu();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let stats = DelayStats::of(&calls.lock().unwrap(), from, to);
-    let about = "ratchjob";
-    print_row(a, about, &stats, (cpu1 - cpu0) / a.seconds as f64, rss);
+    print_row(a, "ratchjob", &stats, (cpu1 - cpu0) / a.seconds as f64, rss);
     println!(
         "executor (this process) CPU: {:.2} cores",
         (exec1 - exec0) / a.seconds as f64

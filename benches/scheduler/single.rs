@@ -7,7 +7,7 @@ use chrono::{DateTime, SubsecRound, Timelike, Utc};
 use crate::Args;
 use crate::support::{
     Database, DelayStats, Jobflow, create_jobs, database_pid, metric_sum, own_cpu, percentile,
-    proc_usage, record, recorder, server_counters,
+    proc_usage, record, record_precision, recorder, server_counters,
 };
 
 /// CPU seconds of JobFlow, the database server and the benchmark process (the executor).
@@ -125,25 +125,14 @@ pub async fn precision(a: &Args) {
         parts.sort();
         println!("per fire: {}", parts.join(", "));
     }
-    record(
-        a.out.as_deref(),
-        "precision.csv",
-        "scheduler,backend,jobs,shards,seconds,executions,expected,doubled,p50_ms,p99_ms,max_ms,cpu_scheduler,cpu_db,rss_mib",
-        &format!(
-            "JobFlow,{backend},{},{},{},{},{},{},{:.1},{:.1},{:.1},{:.3},{:.3},{:.1}",
-            a.jobs,
-            a.shards,
-            a.seconds,
-            stats.executions,
-            expected,
-            stats.doubled,
-            stats.p(0.5),
-            stats.p(0.99),
-            stats.max(),
-            cpu.jobflow,
-            cpu.database,
-            rss
-        ),
+    record_precision(
+        a,
+        "JobFlow",
+        backend,
+        &stats,
+        cpu.jobflow,
+        Some(cpu.database),
+        rss,
     );
     jf.stop();
 }

@@ -344,3 +344,33 @@ pub async fn metric_sum(api: &str, name: &str, label: &str) -> f64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// One line of `precision.csv` (the plot's input), the same for JobFlow and the peers.
+pub fn record_precision(
+    a: &crate::Args,
+    scheduler: &str,
+    backend: &str,
+    stats: &DelayStats,
+    cpu: f64,
+    cpu_db: Option<f64>,
+    rss: f64,
+) {
+    let expected = a.jobs * a.shards as usize * a.seconds as usize;
+    let cpu_db = cpu_db.map(|c| format!("{c:.3}")).unwrap_or_default();
+    record(
+        a.out.as_deref(),
+        "precision.csv",
+        "scheduler,backend,jobs,shards,seconds,executions,expected,doubled,p50_ms,p99_ms,max_ms,cpu_scheduler,cpu_db,rss_mib",
+        &format!(
+            "{scheduler},{backend},{},{},{},{},{expected},{},{:.1},{:.1},{:.1},{cpu:.3},{cpu_db},{rss:.1}",
+            a.jobs,
+            a.shards,
+            a.seconds,
+            stats.executions,
+            stats.doubled,
+            stats.p(0.5),
+            stats.p(0.99),
+            stats.max(),
+        ),
+    );
+}

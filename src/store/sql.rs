@@ -82,26 +82,6 @@ macro_rules! sql_store {
                 }
             }
 
-            /// Inserts a fire claim; `false` when the fire was claimed already.
-            async fn insert_claim(
-                tx: &mut sqlx::Transaction<'_, $db>,
-                c: &$crate::store::FireClaim,
-            ) -> Result<bool, $crate::store::StoreError> {
-                let inserted = sqlx::query("INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) VALUES (?, ?, ?, ?)")
-                    .bind(&c.job_name)
-                    .bind($crate::store::ms(c.fire_time))
-                    .bind(&c.scheduler_instance)
-                    .bind($crate::store::ms(chrono::Utc::now()))
-                    .execute(&mut **tx)
-                    .await
-                    .map_err($crate::store::StoreError::from_write);
-                match inserted {
-                    Ok(_) => Ok(true),
-                    Err($crate::store::StoreError::Duplicate(_)) => Ok(false),
-                    Err(e) => Err(e),
-                }
-            }
-
             /// Inserts rows with multi-row statements and reads their generated ids back by
             /// trace id (ids of a multi-row insert are not reported one by one).
             async fn insert_executions(
@@ -453,17 +433,16 @@ macro_rules! sql_store {
                 let mut outcomes = Vec::with_capacity(fires.len());
                 for (claim, rows) in fires {
                     let mut fire = sqlx::Acquire::begin(&mut *tx).await?;
-                    if !Self::insert_claim(&mut fire, claim).await? {
-                        fire.rollback().await?;
-                        outcomes.push($crate::store::FireOutcome::AlreadyFired);
-                        continue;
-                    }
-                    match Self::insert_executions(&mut fire, &rows.iter().collect::<Vec<_>>()).await {
+                    let inserted = match Self::insert_claims(&mut fire, &[claim]).await {
+                        Ok(()) => Self::insert_executions(&mut fire, &rows.iter().collect::<Vec<_>>()).await,
+                        Err(e) => Err(e),
+                    };
+                    match inserted {
                         Ok(out) => {
                             fire.commit().await?;
                             outcomes.push($crate::store::FireOutcome::Recorded(out));
                         }
-                        Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::ExecutionId)) => {
+                        Err($crate::store::StoreError::Duplicate($crate::store::UniqueKey::Fire | $crate::store::UniqueKey::ExecutionId)) => {
                             fire.rollback().await?;
                             outcomes.push($crate::store::FireOutcome::AlreadyFired);
                         }
@@ -572,7 +551,7 @@ macro_rules! sql_store {
             async fn transitions(&self, batch: &[(String, $crate::store::Transition)]) -> Result<Vec<bool>, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
                 // Compare: the current status of every row, locked until the commit.
-                let mut current: std::collections::HashMap<&str, String> = std::collections::HashMap::with_capacity(batch.len());
+                let mut current: std::collections::HashMap<String, String> = std::collections::HashMap::with_capacity(batch.len());
                 let traces: Vec<&str> = batch.iter().map(|(t, _)| t.as_str()).collect();
                 for chunk in traces.chunks($crate::store::MULTI_ROW) {
                     let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT trace_id, status FROM job_execution WHERE trace_id IN (");
@@ -582,11 +561,7 @@ macro_rules! sql_store {
                     }
                     qb.push(")").push($lock_rows);
                     let found: Vec<(String, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                    for (trace, status) in found {
-                        if let Some(t) = chunk.iter().find(|t| **t == trace) {
-                            current.insert(t, status);
-                        }
-                    }
+                    current.extend(found);
                 }
                 // Decide in order, as if the transitions were applied one by one.
                 let mut applied = Vec::with_capacity(batch.len());
