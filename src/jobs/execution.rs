@@ -15,15 +15,21 @@ pub enum ExecutionStatus {
     Success,
     Failed,
     Timeout,
+    /// Stopped by an operator (cancel API) or by a newer fire (overlap policy `COVER`).
+    Cancelled,
+    /// A fire that was recorded but not called (overlap policy `SKIP`).
+    Skipped,
 }
 
 impl ExecutionStatus {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 7] = [
         Self::Pending,
         Self::Running,
         Self::Success,
         Self::Failed,
         Self::Timeout,
+        Self::Cancelled,
+        Self::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -33,11 +39,13 @@ impl ExecutionStatus {
             Self::Success => "SUCCESS",
             Self::Failed => "FAILED",
             Self::Timeout => "TIMEOUT",
+            Self::Cancelled => "CANCELLED",
+            Self::Skipped => "SKIPPED",
         }
     }
 
     pub fn is_final(self) -> bool {
-        matches!(self, Self::Success | Self::Failed | Self::Timeout)
+        !matches!(self, Self::Pending | Self::Running)
     }
 }
 
@@ -53,7 +61,10 @@ impl FromStr for ExecutionStatus {
         Self::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
-            .ok_or_else(|| "must be one of PENDING, RUNNING, SUCCESS, FAILED, TIMEOUT".into())
+            .ok_or_else(|| {
+                "must be one of PENDING, RUNNING, SUCCESS, FAILED, TIMEOUT, CANCELLED, SKIPPED"
+                    .into()
+            })
     }
 }
 
@@ -64,6 +75,8 @@ pub enum TriggerType {
     Manual,
     Retry,
     Compensation,
+    /// Triggered by a parent job whose fire ended SUCCESS in every range.
+    Child,
 }
 
 impl TriggerType {
@@ -73,6 +86,7 @@ impl TriggerType {
             Self::Manual => "MANUAL",
             Self::Retry => "RETRY",
             Self::Compensation => "COMPENSATION",
+            Self::Child => "CHILD",
         }
     }
 }
@@ -80,10 +94,16 @@ impl TriggerType {
 impl FromStr for TriggerType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        [Self::Cron, Self::Manual, Self::Retry, Self::Compensation]
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("unknown trigger type {s}"))
+        [
+            Self::Cron,
+            Self::Manual,
+            Self::Retry,
+            Self::Compensation,
+            Self::Child,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+        .ok_or_else(|| format!("unknown trigger type {s}"))
     }
 }
 
