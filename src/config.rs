@@ -25,6 +25,7 @@ pub struct Settings {
     pub executors: ExecutorsSettings,
     pub auth: AuthSettings,
     pub log: LogSettings,
+    pub alerts: crate::alerts::AlertsSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -551,6 +552,7 @@ impl Settings {
                 "nacos mode serves a shared cluster and needs API tokens; configure auth.tokens or set auth.enabled = false explicitly",
             ));
         }
+        self.alerts.validate()?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| invalid("log.level", e.to_string()))?;
         Ok(())

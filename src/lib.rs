@@ -8,11 +8,13 @@
 //! - [`api`]: the REST API, OpenAPI document and Swagger UI, health and metrics endpoints.
 //! - [`engine`]: ownership of jobs and their timers (one loop, one queue), misfire handling.
 //! - [`dispatch`]: shard plans, execution rows, executor HTTP calls, failover, retries.
+//! - [`alerts`]: alert channels, vendor formats and signing, throttling, background delivery.
 //! - [`compensation`]: the leader's sweep over abandoned PENDING and stuck RUNNING rows.
 //! - [`discovery`]: scheduler instances and executor addresses (standalone or Nacos).
 //! - [`telemetry`]: logging and the Prometheus recorder.
 //! - [`app`]: building and running one instance.
 
+pub mod alerts;
 pub mod api;
 pub mod app;
 pub mod cli;

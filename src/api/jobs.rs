@@ -14,7 +14,10 @@ use super::auth::{Admin, Auth, Operator, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::{Path, Query, ValidJson};
 use super::{AppState, PageParams};
-use crate::jobs::{JobDefinition, JobRequest, JobSpec, MisfirePolicy, ShardStrategy};
+use crate::jobs::{
+    JobDefinition, JobRequest, JobSpec, MisfirePolicy, OverlapPolicy, RouteStrategy, ShardStrategy,
+    links,
+};
 use crate::store::{JobFilter, Page};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -46,6 +49,12 @@ pub struct JobView {
     pub max_retry: u32,
     pub misfire_policy: MisfirePolicy,
     pub description: Option<String>,
+    pub route_strategy: RouteStrategy,
+    pub overlap_policy: OverlapPolicy,
+    /// Triggered once (trigger type `CHILD`) when every range of a fire ends SUCCESS.
+    pub child_jobs: Vec<String>,
+    /// Alert channels; empty means `alerts.default_channels`.
+    pub alert_channels: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: Option<String>,
@@ -71,11 +80,26 @@ impl From<JobDefinition> for JobView {
             max_retry: s.max_retry,
             misfire_policy: s.misfire_policy,
             description: s.description,
+            route_strategy: s.route_strategy,
+            overlap_policy: s.overlap_policy,
+            child_jobs: s.child_jobs.iter().map(ToString::to_string).collect(),
+            alert_channels: s.alert_channels.iter().map(ToString::to_string).collect(),
             created_at: j.created_at,
             updated_at: j.updated_at,
             created_by: j.created_by,
             updated_by: j.updated_by,
         }
+    }
+}
+
+/// Rejects unknown child jobs, child cycles and unknown alert channels, naming the field.
+async fn check_references(state: &AppState, spec: &JobSpec) -> Result<(), ApiError> {
+    let channels = state.settings.alerts.channel_names();
+    let errors = links::check_references(spec, state.store.as_ref(), &channels).await?;
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(errors))
     }
 }
 
@@ -94,6 +118,7 @@ async fn create_job(
 ) -> Result<impl IntoResponse, ApiError> {
     let spec =
         JobSpec::parse(req, None, state.default_tz, Utc::now()).map_err(ApiError::Validation)?;
+    check_references(&state, &spec).await?;
     let job = state
         .store
         .create_job(&spec, auth.actor(), Utc::now())
@@ -192,6 +217,7 @@ async fn update_job(
     }
     let spec = JobSpec::parse(req, Some(&name), state.default_tz, Utc::now())
         .map_err(ApiError::Validation)?;
+    check_references(&state, &spec).await?;
     let job = state
         .store
         .update_job(&spec, auth.actor(), Utc::now())

@@ -5,7 +5,9 @@
 //! `JobDefinition` is a stored job (a spec plus identity and audit columns).
 
 mod execution;
+pub mod links;
 mod name;
+mod policies;
 mod schedule;
 mod shard;
 
@@ -21,6 +23,10 @@ pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, execution_id, new_trace_id,
 };
 pub use name::{JobName, PathSegment};
+pub use policies::{
+    ChannelName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, OverlapPolicy, RouteStrategy,
+    parse_alert_channels, parse_child_jobs,
+};
 pub use schedule::{CronSchedule, TimeZoneName};
 pub use shard::{ShardParams, ShardStrategy};
 
@@ -120,6 +126,21 @@ pub struct JobRequest {
     pub misfire_policy: Option<String>,
     /// Free text, at most 500 characters.
     pub description: Option<String>,
+    /// Which executor a fire goes to first; for sharded jobs, where the range mapping starts.
+    #[schema(value_type = Option<RouteStrategy>, default = "ROUND_ROBIN")]
+    pub route_strategy: Option<String>,
+    /// A fire while the job still has a PENDING or RUNNING execution: `ALLOW` runs it,
+    /// `SKIP` records it as SKIPPED, `COVER` cancels the running ones first.
+    #[schema(value_type = Option<OverlapPolicy>, default = "ALLOW")]
+    pub overlap_policy: Option<String>,
+    /// Jobs triggered once (trigger type `CHILD`) when every range of a fire ends SUCCESS.
+    /// Each must exist; cycles are rejected.
+    #[schema(default = json!([]), example = json!(["order-report"]))]
+    pub child_jobs: Option<Vec<String>>,
+    /// Alert channels (names from `[[alerts.channels]]`); empty means
+    /// `alerts.default_channels`.
+    #[schema(default = json!([]), example = json!(["ops"]))]
+    pub alert_channels: Option<Vec<String>>,
 }
 
 /// A fully validated job, ready to be stored and scheduled.
@@ -139,6 +160,13 @@ pub struct JobSpec {
     pub max_retry: u32,
     pub misfire_policy: MisfirePolicy,
     pub description: Option<String>,
+    pub route_strategy: RouteStrategy,
+    pub overlap_policy: OverlapPolicy,
+    /// Triggered once when every range of a fire ends SUCCESS; checked at save time
+    /// (`links::check_references`): they exist and lead back to no job.
+    pub child_jobs: Vec<JobName>,
+    /// Where this job's alerts go; empty means `alerts.default_channels`.
+    pub alert_channels: Vec<ChannelName>,
 }
 
 pub const MAX_SHARD_COUNT: i64 = 10_000;
@@ -232,6 +260,21 @@ impl JobSpec {
             None => Some(MisfirePolicy::default()),
             Some(s) => s.parse().map_err(|m| check("misfirePolicy", Err(m))).ok(),
         };
+        let route_strategy = match req.route_strategy.as_deref() {
+            None => Some(RouteStrategy::default()),
+            Some(s) => s.parse().map_err(|m| check("routeStrategy", Err(m))).ok(),
+        };
+        let overlap_policy = match req.overlap_policy.as_deref() {
+            None => Some(OverlapPolicy::default()),
+            Some(s) => s.parse().map_err(|m| check("overlapPolicy", Err(m))).ok(),
+        };
+        let child_jobs = parse_child_jobs(req.child_jobs.as_deref().unwrap_or_default())
+            .map_err(|m| check("childJobs", Err(m)))
+            .ok();
+        let alert_channels =
+            parse_alert_channels(req.alert_channels.as_deref().unwrap_or_default())
+                .map_err(|m| check("alertChannels", Err(m)))
+                .ok();
         let description = req.description.filter(|d| !d.is_empty());
         if description
             .as_ref()
@@ -255,6 +298,7 @@ impl JobSpec {
             timeout,
             max_retry,
             misfire_policy,
+            (route_strategy, overlap_policy, child_jobs, alert_channels),
         ) {
             (
                 Some(name),
@@ -268,6 +312,12 @@ impl JobSpec {
                 Some(timeout),
                 Some(max_retry),
                 Some(misfire_policy),
+                (
+                    Some(route_strategy),
+                    Some(overlap_policy),
+                    Some(child_jobs),
+                    Some(alert_channels),
+                ),
             ) if errors.is_empty() => Ok(Self {
                 name,
                 service_name,
@@ -283,6 +333,10 @@ impl JobSpec {
                 max_retry: max_retry as u32,
                 misfire_policy,
                 description,
+                route_strategy,
+                overlap_policy,
+                child_jobs,
+                alert_channels,
             }),
             _ => Err(errors),
         }
@@ -343,6 +397,26 @@ mod tests {
         assert_eq!(s.shard_strategy, ShardStrategy::ModHash);
         assert_eq!(s.misfire_policy, MisfirePolicy::FireOnceNow);
         assert_eq!(s.timezone.name(), "UTC");
+        assert_eq!(s.route_strategy, RouteStrategy::RoundRobin);
+        assert_eq!(s.overlap_policy, OverlapPolicy::Allow);
+        assert!(s.child_jobs.is_empty() && s.alert_channels.is_empty());
+    }
+
+    #[test]
+    fn production_fields_parse() {
+        let s = parse(json!({
+            "name": "a", "serviceName": "svc", "handler": "h", "cron": "0 0 2 * * ?",
+            "routeStrategy": "LEAST_BUSY", "overlapPolicy": "COVER",
+            "childJobs": ["b", "c"], "alertChannels": ["ops"]
+        }))
+        .unwrap();
+        assert_eq!(s.route_strategy, RouteStrategy::LeastBusy);
+        assert_eq!(s.overlap_policy, OverlapPolicy::Cover);
+        assert_eq!(
+            s.child_jobs,
+            [JobName::parse("b").unwrap(), JobName::parse("c").unwrap()]
+        );
+        assert_eq!(s.alert_channels, [ChannelName::parse("ops").unwrap()]);
     }
 
     #[test]
@@ -350,7 +424,9 @@ mod tests {
         let errs = parse(json!({
             "name": "bad name", "serviceName": "../x", "handler": "a/b", "cron": "nope",
             "timezone": "Nowhere/City", "shardCount": 0, "shardStrategy": "ROUND_ROBIN",
-            "timeoutSeconds": 86401, "maxRetry": -1, "misfirePolicy": "LATER"
+            "timeoutSeconds": 86401, "maxRetry": -1, "misfirePolicy": "LATER",
+            "routeStrategy": "NEAREST", "overlapPolicy": "QUEUE", "childJobs": ["x", "x"],
+            "alertChannels": ["no way"]
         }))
         .unwrap_err();
         let fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();
@@ -366,7 +442,11 @@ mod tests {
                 "shardStrategy",
                 "timeoutSeconds",
                 "maxRetry",
-                "misfirePolicy"
+                "misfirePolicy",
+                "routeStrategy",
+                "overlapPolicy",
+                "childJobs",
+                "alertChannels"
             ]
         );
     }

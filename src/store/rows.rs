@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::StoreError;
 use crate::jobs::{
     CronSchedule, Execution, JobDefinition, JobName, JobSpec, PathSegment, ShardParams,
-    TimeZoneName,
+    TimeZoneName, parse_alert_channels, parse_child_jobs,
 };
 
 #[derive(Debug, sqlx::FromRow)]
@@ -31,6 +31,23 @@ pub struct JobRow {
     pub updated_at: DateTime<Utc>,
     pub created_by: Option<String>,
     pub updated_by: Option<String>,
+    pub route_strategy: String,
+    pub overlap_policy: String,
+    pub child_jobs: Option<String>,
+    pub alert_channels: Option<String>,
+}
+
+/// A list of names as stored: a JSON array, NULL when empty.
+pub fn name_list<T: std::fmt::Display>(names: &[T]) -> Option<String> {
+    (!names.is_empty()).then(|| {
+        Value::Array(names.iter().map(|n| Value::String(n.to_string())).collect()).to_string()
+    })
+}
+
+fn parse_name_list(text: Option<String>) -> Result<Vec<String>, String> {
+    text.map(|t| serde_json::from_str::<Vec<String>>(&t).map_err(|e| e.to_string()))
+        .transpose()
+        .map(Option::unwrap_or_default)
 }
 
 fn corrupt(row: &str, field: &str, msg: impl std::fmt::Display) -> StoreError {
@@ -76,6 +93,20 @@ impl TryFrom<JobRow> for JobDefinition {
                 .parse()
                 .map_err(|m| err("misfire_policy", m))?,
             description: r.description,
+            route_strategy: r
+                .route_strategy
+                .parse()
+                .map_err(|m| err("route_strategy", m))?,
+            overlap_policy: r
+                .overlap_policy
+                .parse()
+                .map_err(|m| err("overlap_policy", m))?,
+            child_jobs: parse_name_list(r.child_jobs)
+                .and_then(|v| parse_child_jobs(&v))
+                .map_err(|m| err("child_jobs", m))?,
+            alert_channels: parse_name_list(r.alert_channels)
+                .and_then(|v| parse_alert_channels(&v))
+                .map_err(|m| err("alert_channels", m))?,
         };
         Ok(Self {
             id: r.id,

@@ -9,7 +9,8 @@ macro_rules! job_columns {
     () => {
         "id, name, service_name, handler, cron, timezone, enabled, shard_count, shard_strategy, \
          shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
-         created_at, updated_at, created_by, updated_by"
+         created_at, updated_at, created_by, updated_by, route_strategy, overlap_policy, child_jobs, \
+         alert_channels"
     };
 }
 
@@ -48,7 +49,8 @@ macro_rules! sql_store {
                 Ok(())
             }
 
-            /// Binds a spec's columns from `service_name` to `description`, in table order.
+            /// Binds a spec's columns from `service_name` to `description`, in table order, then
+            /// `route_strategy`, `overlap_policy`, `child_jobs`, `alert_channels`.
             fn bind_spec<'q>(
                 q: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,
                 spec: &$crate::jobs::JobSpec,
@@ -66,6 +68,10 @@ macro_rules! sql_store {
                     .bind(spec.max_retry as i32)
                     .bind(spec.misfire_policy.as_str())
                     .bind(spec.description.clone())
+                    .bind(spec.route_strategy.as_str())
+                    .bind(spec.overlap_policy.as_str())
+                    .bind($crate::store::rows::name_list(&spec.child_jobs))
+                    .bind($crate::store::rows::name_list(&spec.alert_channels))
             }
 
             fn push_job_filter(qb: &mut sqlx::QueryBuilder<$db>, f: &$crate::store::JobFilter) {
@@ -268,8 +274,8 @@ macro_rules! sql_store {
                 let insert = sqlx::query(
                     "INSERT INTO job_definition (name, service_name, handler, cron, timezone, enabled, shard_count, \
                      shard_strategy, shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
-                     created_at, updated_at, created_by, updated_by) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     route_strategy, overlap_policy, child_jobs, alert_channels, created_at, updated_at, created_by, updated_by) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(spec.name.as_str());
                 Self::bind_spec(insert, spec)
@@ -298,7 +304,8 @@ macro_rules! sql_store {
                 let update = sqlx::query(
                     "UPDATE job_definition SET service_name = ?, handler = ?, cron = ?, timezone = ?, enabled = ?, \
                      shard_count = ?, shard_strategy = ?, shard_params = ?, job_params = ?, timeout_seconds = ?, \
-                     max_retry = ?, misfire_policy = ?, description = ?, updated_at = ?, updated_by = ? WHERE name = ?",
+                     max_retry = ?, misfire_policy = ?, description = ?, route_strategy = ?, overlap_policy = ?, \
+                     child_jobs = ?, alert_channels = ?, updated_at = ?, updated_by = ? WHERE name = ?",
                 );
                 let changed = Self::bind_spec(update, spec)
                 .bind($crate::store::ms(now))

@@ -1,0 +1,161 @@
+//! Save-time checks of what a job refers to outside itself: its child jobs must exist and must
+//! not lead back to it (a cycle would trigger forever), its alert channels must be configured.
+//!
+//! These need the stored jobs and the configuration, so they run after `JobSpec::parse`, on
+//! every save path (API, jobs from Nacos config). Two concurrent saves can still close a cycle
+//! between them; child triggering is once per successful fire, so such a loop runs at the
+//! jobs' own pace and is visible in the history, and the next save of either job rejects it.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::{FieldError, JobName, JobSpec};
+use crate::store::{Store, StoreError};
+
+/// The field errors of `spec`'s references (empty when all is well). `channels` are the
+/// names configured under `[[alerts.channels]]`.
+pub async fn check_references(
+    spec: &JobSpec,
+    store: &dyn Store,
+    channels: &[&str],
+) -> Result<Vec<FieldError>, StoreError> {
+    let mut errors = Vec::new();
+    let unknown: Vec<&str> = spec
+        .alert_channels
+        .iter()
+        .map(|c| c.as_str())
+        .filter(|c| !channels.contains(c))
+        .collect();
+    if !unknown.is_empty() {
+        errors.push(FieldError::new(
+            "alertChannels",
+            format!(
+                "unknown alert channel(s) {}: configure them under [[alerts.channels]]",
+                quoted(&unknown)
+            ),
+        ));
+    }
+
+    let mut missing = Vec::new();
+    for child in &spec.child_jobs {
+        if child != &spec.name && store.get_job(child.as_str()).await?.is_none() {
+            missing.push(child.as_str());
+        }
+    }
+    if !missing.is_empty() {
+        errors.push(FieldError::new(
+            "childJobs",
+            format!("unknown job(s) {}", quoted(&missing)),
+        ));
+        return Ok(errors);
+    }
+    // The stored part of the graph reachable from the new children (not through this job:
+    // its stored edges are the ones being replaced).
+    let mut graph: HashMap<String, Vec<JobName>> = HashMap::new();
+    let mut queue: VecDeque<String> = spec.child_jobs.iter().map(ToString::to_string).collect();
+    while let Some(name) = queue.pop_front() {
+        if name == spec.name.as_str() || graph.contains_key(&name) {
+            continue;
+        }
+        let children = match store.get_job(&name).await? {
+            Some(j) => j.spec.child_jobs,
+            None => Vec::new(),
+        };
+        queue.extend(children.iter().map(ToString::to_string));
+        graph.insert(name, children);
+    }
+    let cycle = child_cycle(&spec.name, &spec.child_jobs, &graph);
+    if let Some(path) = cycle {
+        errors.push(FieldError::new(
+            "childJobs",
+            format!("would form a cycle: {}", path.join(" -> ")),
+        ));
+    }
+    Ok(errors)
+}
+
+/// Whether giving `job` the children `children` closes a cycle over the stored edges in
+/// `graph` (job name → its children; a job missing from it has none). The answer is the
+/// shortest cycle as a path of names from `job` back to `job`.
+pub fn child_cycle(
+    job: &JobName,
+    children: &[JobName],
+    graph: &HashMap<String, Vec<JobName>>,
+) -> Option<Vec<String>> {
+    // Breadth first from the new children, remembering who reached whom for the message.
+    let mut reached_from: HashMap<&str, Option<&str>> = HashMap::new();
+    let mut queue = VecDeque::new();
+    for c in children {
+        if reached_from.insert(c.as_str(), None).is_none() {
+            queue.push_back(c.as_str());
+        }
+    }
+    while let Some(name) = queue.pop_front() {
+        if name == job.as_str() {
+            let mut path = vec![name.to_string()];
+            let mut at = reached_from.get(name).copied().flatten();
+            while let Some(prev) = at {
+                at = reached_from.get(prev).copied().flatten();
+                path.push(prev.to_string());
+            }
+            path.push(job.to_string());
+            path.reverse();
+            return Some(path);
+        }
+        for next in graph.get(name).into_iter().flatten() {
+            if !reached_from.contains_key(next.as_str()) {
+                reached_from.insert(next.as_str(), Some(name));
+                queue.push_back(next.as_str());
+            }
+        }
+    }
+    None
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> JobName {
+        JobName::parse(s).unwrap()
+    }
+
+    fn cycle(graph: &[(&str, &[&str])], job: &str, children: &[&str]) -> Option<String> {
+        // Like check_references, the job's own stored edges are not part of the walk.
+        let g: HashMap<String, Vec<JobName>> = graph
+            .iter()
+            .filter(|(k, _)| *k != job)
+            .map(|(k, v)| (k.to_string(), v.iter().map(|c| n(c)).collect()))
+            .collect();
+        let kids: Vec<JobName> = children.iter().map(|c| n(c)).collect();
+        child_cycle(&n(job), &kids, &g).map(|p| p.join(" -> "))
+    }
+
+    #[test]
+    fn cycles_are_found_with_their_path() {
+        assert_eq!(cycle(&[], "a", &["a"]).as_deref(), Some("a -> a"));
+        let g: &[(&str, &[&str])] = &[("b", &["c"]), ("c", &["a"]), ("d", &[])];
+        assert_eq!(
+            cycle(g, "a", &["d", "b"]).as_deref(),
+            Some("a -> b -> c -> a")
+        );
+        assert_eq!(cycle(g, "a", &["d"]), None);
+        // The stored edges of the job itself are replaced by the new ones.
+        let g: &[(&str, &[&str])] = &[("a", &["b"]), ("b", &[])];
+        assert_eq!(cycle(g, "a", &["b"]), None);
+        assert_eq!(cycle(g, "b", &["a"]).as_deref(), Some("b -> a -> b"));
+    }
+
+    #[test]
+    fn diamonds_and_loops_elsewhere_terminate() {
+        let g: &[(&str, &[&str])] = &[("b", &["d"]), ("c", &["d"]), ("d", &["e"]), ("e", &["d"])];
+        assert_eq!(cycle(g, "a", &["b", "c"]), None);
+    }
+}

@@ -1,0 +1,230 @@
+//! How a job runs in production (SPEC §13): which executor a fire goes to, what happens when
+//! a fire meets a still-running one, which jobs follow a successful fire, and where alerts go.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::JobName;
+
+/// Which executor instance a fire is sent to first. For a sharded job it is where the
+/// range→executor mapping starts (range 0 goes to that executor, range 1 to the next, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RouteStrategy {
+    /// Each fire starts one executor further along the sorted list.
+    #[default]
+    RoundRobin,
+    /// Always the executor that sorts first (the behaviour before routing existed).
+    First,
+    /// A uniformly random executor.
+    Random,
+    /// A hash of the key (the job name) over a hash ring of the executors: the same job keeps
+    /// the same executor while the list is unchanged, and only ~1/n of jobs move when an
+    /// executor joins or leaves.
+    ConsistentHash,
+    /// The executor with the fewest executions in flight from this scheduler instance.
+    LeastBusy,
+}
+
+impl RouteStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RoundRobin => "ROUND_ROBIN",
+            Self::First => "FIRST",
+            Self::Random => "RANDOM",
+            Self::ConsistentHash => "CONSISTENT_HASH",
+            Self::LeastBusy => "LEAST_BUSY",
+        }
+    }
+}
+
+impl fmt::Display for RouteStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RouteStrategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ROUND_ROBIN" => Ok(Self::RoundRobin),
+            "FIRST" => Ok(Self::First),
+            "RANDOM" => Ok(Self::Random),
+            "CONSISTENT_HASH" => Ok(Self::ConsistentHash),
+            "LEAST_BUSY" => Ok(Self::LeastBusy),
+            _ => {
+                Err("must be one of ROUND_ROBIN, FIRST, RANDOM, CONSISTENT_HASH, LEAST_BUSY".into())
+            }
+        }
+    }
+}
+
+/// What a fire does while the job still has a PENDING or RUNNING execution (on any instance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OverlapPolicy {
+    /// Run anyway: executions of one job may overlap.
+    #[default]
+    Allow,
+    /// Record the fire as a `SKIPPED` execution and do not call the executor.
+    Skip,
+    /// Cancel the running executions (`CANCELLED`), then run the new fire.
+    Cover,
+}
+
+impl OverlapPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "ALLOW",
+            Self::Skip => "SKIP",
+            Self::Cover => "COVER",
+        }
+    }
+}
+
+impl fmt::Display for OverlapPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for OverlapPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ALLOW" => Ok(Self::Allow),
+            "SKIP" => Ok(Self::Skip),
+            "COVER" => Ok(Self::Cover),
+            _ => Err("must be one of ALLOW, SKIP, COVER".into()),
+        }
+    }
+}
+
+/// The name of an alert channel (`[[alerts.channels]] name`): 1-64 of `[A-Za-z0-9._-]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ChannelName(String);
+
+impl ChannelName {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.is_empty() || raw.len() > Self::MAX_LEN {
+            return Err(format!("must be 1 to {} characters long", Self::MAX_LEN));
+        }
+        if let Some(c) = raw
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(format!(
+                "may only contain letters, digits and . _ - (found {c:?})"
+            ));
+        }
+        Ok(Self(raw.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ChannelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// At most this many child jobs per job.
+pub const MAX_CHILD_JOBS: usize = 50;
+/// At most this many alert channels per job.
+pub const MAX_ALERT_CHANNELS: usize = 20;
+
+/// A list of names, each parsed, none twice, at most `max`; the message names the entry.
+pub(super) fn parse_names<T: Eq + std::hash::Hash + Clone>(
+    raw: &[String],
+    max: usize,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    if raw.len() > max {
+        return Err(format!("must list at most {max} names"));
+    }
+    let mut seen = HashSet::new();
+    raw.iter()
+        .map(|n| {
+            let v = parse(n).map_err(|m| format!("`{}`: {m}", truncate(n)))?;
+            if !seen.insert(v.clone()) {
+                return Err(format!("lists `{}` twice", truncate(n)));
+            }
+            Ok(v)
+        })
+        .collect()
+}
+
+/// Child job names: job names, distinct.
+pub fn parse_child_jobs(raw: &[String]) -> Result<Vec<JobName>, String> {
+    parse_names(raw, MAX_CHILD_JOBS, JobName::parse)
+}
+
+/// Alert channel names, distinct (whether they are configured is checked at save time).
+pub fn parse_alert_channels(raw: &[String]) -> Result<Vec<ChannelName>, String> {
+    parse_names(raw, MAX_ALERT_CHANNELS, ChannelName::parse)
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(100).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in [
+            RouteStrategy::RoundRobin,
+            RouteStrategy::First,
+            RouteStrategy::Random,
+            RouteStrategy::ConsistentHash,
+            RouteStrategy::LeastBusy,
+        ] {
+            assert_eq!(s.as_str().parse::<RouteStrategy>(), Ok(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        for p in [
+            OverlapPolicy::Allow,
+            OverlapPolicy::Skip,
+            OverlapPolicy::Cover,
+        ] {
+            assert_eq!(p.as_str().parse::<OverlapPolicy>(), Ok(p));
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+        }
+        assert!("round_robin".parse::<RouteStrategy>().is_err());
+        assert!("BLOCK".parse::<OverlapPolicy>().is_err());
+    }
+
+    #[test]
+    fn name_lists_are_checked_entry_by_entry() {
+        let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(parse_child_jobs(&v(&["a", "b:c"])).unwrap().len(), 2);
+        assert!(
+            parse_child_jobs(&v(&["a", "a"]))
+                .unwrap_err()
+                .contains("twice")
+        );
+        assert!(
+            parse_child_jobs(&v(&["bad name"]))
+                .unwrap_err()
+                .contains("`bad name`")
+        );
+        assert!(parse_child_jobs(&v(&["executions"])).is_err());
+        assert!(parse_alert_channels(&v(&["ops", "dev-team.1"])).is_ok());
+        assert!(parse_alert_channels(&v(&["a:b"])).is_err());
+        let many: Vec<String> = (0..=MAX_CHILD_JOBS).map(|i| format!("j{i}")).collect();
+        assert!(parse_child_jobs(&many).unwrap_err().contains("at most"));
+    }
+}
