@@ -35,12 +35,15 @@ pub struct ExecutionListParams {
     status: Option<String>,
 }
 
-/// Execution history of a job, newest first.
+/// Execution history of a job, newest first. A sub-resource of the job: once the job is
+/// deleted this answers 404, and its kept history is found with
+/// `GET /api/v1/executions?jobName=`.
 #[utoipa::path(get, path = "/api/v1/jobs/{name}/executions", tag = "executions",
     params(("name" = String, Path, description = "Job name"), ExecutionListParams),
     responses(
         (status = 200, description = "A page of executions", body = Page<Execution>),
         (status = 400, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job (never created, or deleted)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_executions(
     _: Auth<Viewer>,
@@ -58,6 +61,9 @@ async fn list_executions(
         .map(|s| s.parse::<ExecutionStatus>())
         .transpose()
         .map_err(|m| ApiError::field("status", m))?;
+    if state.store.get_job(&name).await?.is_none() {
+        return Err(ApiError::job_not_found(&name));
+    }
     Ok(axum::Json(
         state.store.list_executions(&name, status, page).await?,
     ))

@@ -5,6 +5,7 @@ pub mod auth;
 mod cluster;
 mod cron;
 pub mod error;
+mod execution_search;
 mod executions;
 mod extract;
 mod health;
@@ -128,6 +129,7 @@ fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(jobs::router())
         .merge(executions::router())
+        .merge(execution_search::router())
         .merge(cron::router())
         .merge(cluster::router())
         .merge(health::router())

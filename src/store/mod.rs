@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::DatabaseSettings;
-use crate::jobs::{Execution, ExecutionStatus, JobDefinition, JobSpec, NewExecution};
+use crate::jobs::{Execution, ExecutionStatus, JobDefinition, JobSpec, NewExecution, TriggerType};
 
 pub use mysql::MySqlStore;
 pub use sqlite::SqliteStore;
@@ -60,6 +60,24 @@ pub struct JobFilter {
     pub name_prefix: Option<String>,
 }
 
+/// Filters of `GET /api/v1/executions`; every one that is set must match.
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionFilter {
+    pub job_name: Option<String>,
+    pub status: Option<ExecutionStatus>,
+    pub trigger_type: Option<TriggerType>,
+    /// `ip:port` of the executor instance.
+    pub executor: Option<String>,
+    /// Earliest `trigger_time`, inclusive.
+    pub from: Option<DateTime<Utc>>,
+    /// Latest `trigger_time`, inclusive.
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// An execution search counts matching rows up to this many (`totalElementsCapped` says
+/// when it stopped there).
+pub const MAX_COUNTED_EXECUTIONS: i64 = 100_000;
+
 /// Zero-based page request.
 #[derive(Debug, Clone, Copy)]
 pub struct PageRequest {
@@ -83,6 +101,10 @@ pub struct Page<T> {
     pub size: u32,
     pub total_elements: i64,
     pub total_pages: i64,
+    /// Present (`true`) when counting stopped at a cap (execution search: 100,000), so
+    /// `totalElements` and `totalPages` are lower bounds; narrow the search to count exactly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_elements_capped: Option<bool>,
 }
 
 impl<T> Page<T> {
@@ -94,6 +116,7 @@ impl<T> Page<T> {
             size: req.size,
             total_elements: total,
             total_pages: (total + size - 1) / size,
+            total_elements_capped: None,
         }
     }
 
@@ -104,6 +127,7 @@ impl<T> Page<T> {
             size: self.size,
             total_elements: self.total_elements,
             total_pages: self.total_pages,
+            total_elements_capped: self.total_elements_capped,
         }
     }
 }
@@ -227,6 +251,14 @@ pub trait Store: Send + Sync + 'static {
         job: &str,
         status: Option<ExecutionStatus>,
         page: PageRequest,
+    ) -> Result<Page<Execution>, StoreError>;
+    /// Executions of all jobs matching `filter`, newest first (trigger time, then id).
+    /// Counts at most `count_cap` matches (then `total_elements_capped` is set).
+    async fn search_executions(
+        &self,
+        filter: &ExecutionFilter,
+        page: PageRequest,
+        count_cap: i64,
     ) -> Result<Page<Execution>, StoreError>;
     /// Compare-and-set; `true` when this call changed the row.
     async fn transition(&self, trace_id: &str, t: &Transition) -> Result<bool, StoreError>;

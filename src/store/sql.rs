@@ -245,6 +245,30 @@ macro_rules! sql_store {
             fn execution(row: $crate::store::rows::ExecutionRow) -> Result<$crate::jobs::Execution, $crate::store::StoreError> {
                 $crate::jobs::Execution::try_from(row)
             }
+
+            /// The `WHERE` conditions of an execution search (each backed by an index that
+            /// ends in `trigger_time`, so the newest-first page is an index range scan).
+            fn push_execution_filter(qb: &mut sqlx::QueryBuilder<$db>, f: &$crate::store::ExecutionFilter) {
+                qb.push(" WHERE 1 = 1");
+                if let Some(j) = &f.job_name {
+                    qb.push(" AND job_name = ").push_bind(j.clone());
+                }
+                if let Some(s) = f.status {
+                    qb.push(" AND status = ").push_bind(s.as_str());
+                }
+                if let Some(t) = f.trigger_type {
+                    qb.push(" AND trigger_type = ").push_bind(t.as_str());
+                }
+                if let Some(e) = &f.executor {
+                    qb.push(" AND executor_instance = ").push_bind(e.clone());
+                }
+                if let Some(from) = f.from {
+                    qb.push(" AND trigger_time >= ").push_bind($crate::store::ms(from));
+                }
+                if let Some(to) = f.to {
+                    qb.push(" AND trigger_time <= ").push_bind($crate::store::ms(to));
+                }
+            }
         }
 
         #[async_trait::async_trait]
@@ -549,6 +573,31 @@ macro_rules! sql_store {
                 let rows = qb.build_query_as::<$crate::store::rows::ExecutionRow>().fetch_all(&self.pool).await?;
                 let items = rows.into_iter().map(Self::execution).collect::<Result<Vec<_>, _>>()?;
                 Ok($crate::store::Page::new(items, page, total))
+            }
+
+            async fn search_executions(
+                &self,
+                filter: &$crate::store::ExecutionFilter,
+                page: $crate::store::PageRequest,
+                count_cap: i64,
+            ) -> Result<$crate::store::Page<$crate::jobs::Execution>, $crate::store::StoreError> {
+                // Counting stops at the cap: an exact count of tens of millions of rows would
+                // scan them all on every page.
+                let mut count = sqlx::QueryBuilder::<$db>::new("SELECT COUNT(*) FROM (SELECT 1 AS one FROM job_execution");
+                Self::push_execution_filter(&mut count, filter);
+                count.push(" LIMIT ").push_bind(count_cap + 1).push(") counted");
+                let counted: i64 = count.build_query_scalar().fetch_one(&self.pool).await?;
+                let total = counted.min(count_cap);
+                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!("SELECT ", execution_columns!(), " FROM job_execution"));
+                Self::push_execution_filter(&mut qb, filter);
+                qb.push(" ORDER BY trigger_time DESC, id DESC LIMIT ").push_bind(page.size as i64).push(" OFFSET ").push_bind(page.offset());
+                let rows = qb.build_query_as::<$crate::store::rows::ExecutionRow>().fetch_all(&self.pool).await?;
+                let items = rows.into_iter().map(Self::execution).collect::<Result<Vec<_>, _>>()?;
+                let mut found = $crate::store::Page::new(items, page, total);
+                if counted > count_cap {
+                    found.total_elements_capped = Some(true);
+                }
+                Ok(found)
             }
 
             async fn transition(&self, trace_id: &str, t: &$crate::store::Transition) -> Result<bool, $crate::store::StoreError> {

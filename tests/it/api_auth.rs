@@ -148,6 +148,12 @@ async fn every_endpoint_checks_its_role(backend: Backend) {
         ),
         (Method::GET, "/api/v1/cluster".into(), None, Role::Viewer),
         (
+            Method::GET,
+            "/api/v1/executions?jobName=guarded".into(),
+            None,
+            Role::Viewer,
+        ),
+        (
             Method::PATCH,
             "/api/v1/jobs/guarded/enabled?enabled=false".into(),
             None,

@@ -258,7 +258,7 @@ async fn unknown_things_are_404(backend: Backend) {
         .post("/api/v1/jobs/executions/feedbeef/retry", &json!({}))
         .await;
     assert_eq!(status, 404);
-    let (status, page) = app.get("/api/v1/jobs/unknown/executions").await;
-    assert_eq!(status, 200);
-    assert_eq!(page["totalElements"], 0);
+    let (status, problem) = app.get("/api/v1/jobs/unknown/executions").await;
+    assert_eq!(status, 404);
+    assert_eq!(problem["status"], 404);
 }

@@ -7,6 +7,7 @@ mod recorder;
 mod wait;
 
 mod api_auth;
+mod api_execution_search;
 mod api_hostile;
 mod api_jobs;
 mod api_misc;

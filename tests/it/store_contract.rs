@@ -15,7 +15,8 @@ backend_tests!(
     large_batches_return_what_was_stored,
     duplicates_are_typed,
     fire_claims_are_exclusive_and_atomic,
-    transitions_are_compare_and_set
+    transitions_are_compare_and_set,
+    execution_search_counts_up_to_the_cap,
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -352,5 +353,40 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
             .await
             .unwrap(),
         500
+    );
+}
+
+async fn execution_search_counts_up_to_the_cap(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let t0 = Utc.with_ymd_and_hms(2026, 1, 31, 0, 0, 0).unwrap();
+    let rows: Vec<_> = (0..5)
+        .map(|i| row("capped", t0 + Duration::seconds(i), 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let all = store::ExecutionFilter::default();
+    let first = store::PageRequest { page: 0, size: 2 };
+    let page = s.search_executions(&all, first, 3).await.unwrap();
+    assert_eq!(
+        (
+            page.total_elements,
+            page.total_pages,
+            page.total_elements_capped
+        ),
+        (3, 2, Some(true))
+    );
+    assert_eq!(page.content[0].trace_id, rows[4].trace_id);
+    // Paging goes on past the counted window.
+    let last = store::PageRequest { page: 2, size: 2 };
+    let page = s.search_executions(&all, last, 3).await.unwrap();
+    assert_eq!(page.content.len(), 1);
+    assert_eq!(page.content[0].trace_id, rows[0].trace_id);
+    let page = s.search_executions(&all, first, 6).await.unwrap();
+    assert_eq!((page.total_elements, page.total_elements_capped), (5, None));
+    let page = s.search_executions(&all, first, 5).await.unwrap();
+    assert_eq!((page.total_elements, page.total_elements_capped), (5, None));
+    let page = s.search_executions(&all, first, 4).await.unwrap();
+    assert_eq!(
+        (page.total_elements, page.total_elements_capped),
+        (4, Some(true))
     );
 }
