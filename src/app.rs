@@ -2,6 +2,7 @@
 //! down in the order that loses nothing (SPEC §12).
 
 use std::net::SocketAddr;
+use std::num::NonZeroU16;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,6 @@ use crate::config::{DiscoveryMode, Settings};
 use crate::discovery::{self, Discovery, NacosDiscovery, Standalone};
 use crate::dispatch::Dispatcher;
 use crate::engine::{ClusterState, Engine};
-use crate::jobs::TimeZoneName;
 use crate::{store, telemetry};
 
 pub struct Application {
@@ -34,30 +34,33 @@ impl Application {
             .await
             .context("connecting to the database")?;
         store.migrate().await.context("migrating the database")?;
-        let default_tz =
-            TimeZoneName::parse(&settings.scheduler.timezone).map_err(anyhow::Error::msg)?;
+        let default_tz = settings.scheduler.timezone;
         let addr = format!("{}:{}", settings.server.host, settings.server.port);
         let listener = TcpListener::bind(&addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
         let mut settings = settings;
         if settings.discovery.advertise_port.is_none() {
-            settings.discovery.advertise_port = Some(listener.local_addr()?.port());
+            settings.discovery.advertise_port = NonZeroU16::new(listener.local_addr()?.port());
         }
         let discovery: Arc<dyn Discovery> = match settings.discovery.mode {
-            DiscoveryMode::Standalone => Arc::new(
-                Standalone::new(settings.advertised_addr(), &settings.executors.static_)
-                    .map_err(anyhow::Error::msg)?,
-            ),
+            DiscoveryMode::Standalone => Arc::new(Standalone::new(
+                settings.advertised_addr(),
+                &settings.executors.static_,
+            )),
             DiscoveryMode::Nacos => {
                 if settings.discovery.advertise_ip.is_none() {
                     let ip = discovery::detect_ip(&settings.nacos.server_addr).context(
                         "cannot detect the address to advertise; set discovery.advertise_ip",
                     )?;
-                    settings.discovery.advertise_ip = Some(ip.to_string());
+                    settings.discovery.advertise_ip = Some(ip);
                 }
-                let ip = settings.discovery.advertise_ip.clone().expect("set above");
-                let port = settings.discovery.advertise_port.expect("set above");
+                let ip = settings
+                    .discovery
+                    .advertise_ip
+                    .expect("set above")
+                    .to_string();
+                let port = settings.discovery.advertise_port.expect("set above").get();
                 NacosDiscovery::connect(&settings.nacos, ip, port).await?
             }
         };

@@ -1,4 +1,4 @@
-//! Command line: `jobflow [--config FILE] [serve|migrate]`.
+//! Command line: `jobflow [--config FILE] [serve|migrate|check-config]`.
 
 use std::path::PathBuf;
 
@@ -26,4 +26,8 @@ pub enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Load the configuration exactly as start-up does (files and JOBFLOW__ variables),
+    /// print the effective settings with secrets redacted, and exit 0; or exit 1 naming the
+    /// bad key. Connects to nothing.
+    CheckConfig,
 }

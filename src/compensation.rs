@@ -71,7 +71,7 @@ impl Compensator {
     }
 
     pub async fn run(self, cancel: CancellationToken) {
-        let interval = Duration::from_secs(self.settings.interval_seconds);
+        let interval = Duration::from_secs(self.settings.interval_seconds.get());
         let mut next_purge = tokio::time::Instant::now();
         loop {
             tokio::select! {
@@ -116,7 +116,7 @@ impl Compensator {
             self.dispatcher.resume(exec).await?;
             pass.resumed += 1;
         }
-        let stuck_after = chrono::Duration::seconds(self.settings.stuck_after_seconds as i64);
+        let stuck_after = chrono::Duration::seconds(self.settings.stuck_after_seconds.get() as i64);
         for exec in self.store.running_since(now - stuck_after, BATCH).await? {
             let job = self.store.get_job(&exec.job_name).await?;
             let timeout = chrono::Duration::seconds(

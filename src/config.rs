@@ -1,16 +1,28 @@
 //! Layered configuration: built-in defaults, `config/default.toml`, `config/{profile}.toml`,
-//! the `--config` file, then `JOBFLOW__SECTION__KEY` environment variables. Everything is
-//! checked once at start-up; an error names the offending key.
+//! the `--config` file, then `JOBFLOW__SECTION__KEY` environment variables. The settings are
+//! types, not checked text: a value that must be positive is a `NonZero*`, the time zone is
+//! parsed once, executor addresses are [`InstanceAddr`]s, secrets are [`Secret`]s. The few
+//! rules that span keys are checked once in [`Settings::validate`]. Every error names the key.
+
+mod env;
+mod secret;
 
 use std::collections::BTreeMap;
-use std::fmt;
+use std::net::IpAddr;
+use std::num::{NonZeroU16, NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
 
 use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
-use serde::{Deserialize, Deserializer, Serialize};
+use figment::providers::{Format, Toml};
+use serde::{Deserialize, Serialize};
 
+use crate::discovery::InstanceAddr;
 use crate::jobs::TimeZoneName;
+
+pub use secret::{REDACTED, Secret};
+
+/// Prefix of the environment variables that override configuration keys.
+pub const ENV_PREFIX: &str = "JOBFLOW__";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -32,8 +44,9 @@ pub struct Settings {
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
     pub host: String,
+    /// 0 picks a free port (tests).
     pub port: u16,
-    pub request_timeout_seconds: u64,
+    pub request_timeout_seconds: NonZeroU64,
     /// On shutdown, how long in-flight executor calls may still finish.
     pub shutdown_grace_seconds: u64,
 }
@@ -43,7 +56,7 @@ impl Default for ServerSettings {
         Self {
             host: "0.0.0.0".into(),
             port: 8080,
-            request_timeout_seconds: 30,
+            request_timeout_seconds: nonzero(30),
             shutdown_grace_seconds: 30,
         }
     }
@@ -52,21 +65,23 @@ impl Default for ServerSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseSettings {
-    /// `sqlite://path` or `mysql://user@host:port/db`.
+    /// `sqlite://path` or `mysql://user@host:port/db` (a secret: it may carry a password,
+    /// which is all `check-config` hides of it).
+    #[serde(serialize_with = "url_without_password")]
     pub url: Secret,
     /// Overrides the password of a MySQL URL, so the URL itself can stay secret-free.
     pub password: Option<Secret>,
     pub password_file: Option<PathBuf>,
-    pub max_connections: u32,
+    pub max_connections: NonZeroU32,
 }
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
         Self {
-            url: Secret("sqlite://data/jobflow.db".into()),
+            url: Secret::new("sqlite://data/jobflow.db"),
             password: None,
             password_file: None,
-            max_connections: 10,
+            max_connections: NonZeroU32::new(10).expect("positive"),
         }
     }
 }
@@ -83,9 +98,11 @@ pub enum DiscoveryMode {
 #[serde(default, deny_unknown_fields)]
 pub struct DiscoverySettings {
     pub mode: DiscoveryMode,
-    /// The address other instances and Nacos reach this instance at (containers set it).
-    pub advertise_ip: Option<String>,
-    pub advertise_port: Option<u16>,
+    /// The address other instances, Nacos and executors reach this instance at (containers
+    /// set it); detected from the outbound interface when unset.
+    pub advertise_ip: Option<IpAddr>,
+    /// Default: the port the API listens on.
+    pub advertise_port: Option<NonZeroU16>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -94,7 +111,6 @@ pub struct NacosSettings {
     pub server_addr: String,
     pub namespace: String,
     pub group: String,
-    #[serde(deserialize_with = "lossy_opt_string")]
     pub username: Option<String>,
     pub password: Option<Secret>,
     pub password_file: Option<PathBuf>,
@@ -127,27 +143,27 @@ pub enum OwnershipStrategy {
 #[serde(default, deny_unknown_fields)]
 pub struct SchedulerSettings {
     /// Time zone of jobs created without one.
-    pub timezone: String,
+    pub timezone: TimeZoneName,
     pub ownership: OwnershipStrategy,
     pub misfire_threshold_seconds: u64,
     /// A fire at most this late is on time, whatever the misfire policy.
     pub misfire_tolerance_millis: u64,
-    pub job_refresh_millis: u64,
+    pub job_refresh_millis: NonZeroU64,
     /// First retry delay; doubled per retry, with jitter, up to the maximum.
-    pub retry_backoff_millis: u64,
-    pub retry_backoff_max_millis: u64,
+    pub retry_backoff_millis: NonZeroU64,
+    pub retry_backoff_max_millis: NonZeroU64,
 }
 
 impl Default for SchedulerSettings {
     fn default() -> Self {
         Self {
-            timezone: "UTC".into(),
+            timezone: TimeZoneName::UTC,
             ownership: OwnershipStrategy::JavaHash,
             misfire_threshold_seconds: 600,
             misfire_tolerance_millis: 5000,
-            job_refresh_millis: 1000,
-            retry_backoff_millis: 1000,
-            retry_backoff_max_millis: 60_000,
+            job_refresh_millis: nonzero(1000),
+            retry_backoff_millis: nonzero(1000),
+            retry_backoff_max_millis: nonzero(60_000),
         }
     }
 }
@@ -155,16 +171,16 @@ impl Default for SchedulerSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CompensationSettings {
-    pub interval_seconds: u64,
-    pub stuck_after_seconds: u64,
+    pub interval_seconds: NonZeroU64,
+    pub stuck_after_seconds: NonZeroU64,
     pub pending_grace_seconds: u64,
 }
 
 impl Default for CompensationSettings {
     fn default() -> Self {
         Self {
-            interval_seconds: 60,
-            stuck_after_seconds: 600,
+            interval_seconds: nonzero(60),
+            stuck_after_seconds: nonzero(600),
             pending_grace_seconds: 30,
         }
     }
@@ -176,7 +192,7 @@ pub struct ExecutorSettings {
     pub path_prefix: String,
     pub signing_secret: Option<Secret>,
     pub signing_secret_file: Option<PathBuf>,
-    pub max_in_flight: usize,
+    pub max_in_flight: NonZeroUsize,
 }
 
 impl Default for ExecutorSettings {
@@ -185,7 +201,7 @@ impl Default for ExecutorSettings {
             path_prefix: "/internal/job".into(),
             signing_secret: None,
             signing_secret_file: None,
-            max_in_flight: 256,
+            max_in_flight: NonZeroUsize::new(256).expect("positive"),
         }
     }
 }
@@ -193,9 +209,9 @@ impl Default for ExecutorSettings {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExecutorsSettings {
-    /// Executor addresses per service name, used in standalone mode.
+    /// Executor addresses per service name, used in standalone mode; parsed once, here.
     #[serde(rename = "static")]
-    pub static_: BTreeMap<String, Vec<String>>,
+    pub static_: BTreeMap<String, Vec<InstanceAddr>>,
 }
 
 /// API roles, each including the ones before it.
@@ -272,85 +288,89 @@ impl Default for LogSettings {
     }
 }
 
-/// A configuration value that must never reach a log line or an error message.
-#[derive(Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Secret(pub String);
-
-impl Secret {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
+/// `mysql://user:pass@host/db` shown as `mysql://user:<redacted>@host/db`.
+fn url_without_password<S: serde::Serializer>(url: &Secret, s: S) -> Result<S::Ok, S::Error> {
+    let url = url.expose();
+    let shown = match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((userinfo, host)) => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:{REDACTED}@{host}"),
+                None => url.to_string(),
+            },
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    };
+    s.serialize_str(&shown)
 }
 
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("\"<redacted>\"")
-    }
-}
-
-impl<'de> Deserialize<'de> for Secret {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        lossy_string(d).map(Secret)
-    }
-}
-
-/// A scalar as text. Environment values arrive typed (`JOBFLOW__NACOS__PASSWORD=123` is a
-/// number), so string settings accept any scalar.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Scalar {
-    S(String),
-    I(i64),
-    U(u64),
-    F(f64),
-    B(bool),
-}
-
-impl From<Scalar> for String {
-    fn from(s: Scalar) -> String {
-        match s {
-            Scalar::S(s) => s,
-            Scalar::I(i) => i.to_string(),
-            Scalar::U(u) => u.to_string(),
-            Scalar::F(f) => f.to_string(),
-            Scalar::B(b) => b.to_string(),
-        }
-    }
-}
-
-fn lossy_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Scalar::deserialize(d).map(String::from)
-}
-
-fn lossy_opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(Option::<Scalar>::deserialize(d)?.map(String::from))
+fn nonzero(n: u64) -> NonZeroU64 {
+    NonZeroU64::new(n).expect("defaults are positive")
 }
 
 /// A start-up configuration problem, always naming the key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("configuration: {0}")]
-    Load(#[from] Box<figment::Error>),
     #[error("configuration key `{key}`: {message}")]
-    Invalid { key: &'static str, message: String },
+    Invalid { key: String, message: String },
 }
 
-fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+impl ConfigError {
+    /// The key at fault, `section.key` (or `--config`).
+    pub fn key(&self) -> &str {
+        match self {
+            Self::Invalid { key, .. } => key,
+        }
+    }
+}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
-        key,
+        key: key.into(),
         message: message.into(),
     }
 }
 
+impl ConfigError {
+    /// figment's path becomes one dotted key, and the layer that gave the value is named:
+    /// the file, or the environment variable.
+    fn from_figment(e: figment::Error, env_prefix: &str) -> Self {
+        let mut path = e.path.clone();
+        if let figment::error::Kind::UnknownField(field, _) = &e.kind
+            && path.last() != Some(field)
+        {
+            path.push(field.clone());
+        }
+        let key = if path.is_empty() {
+            "(top level)".to_string()
+        } else {
+            path.join(".")
+        };
+        let mut message = e.kind.to_string();
+        if let Some(md) = &e.metadata {
+            let origin = match &md.source {
+                Some(source) => source.to_string(),
+                None if md.name.contains("environment") => {
+                    format!("{env_prefix}{}", path.join("__").to_uppercase())
+                }
+                None => md.name.to_string(),
+            };
+            message = format!("{message} (from {origin})");
+        }
+        invalid(key, message)
+    }
+}
+
 impl Settings {
-    /// Loads the layers from the current directory and the process environment.
+    /// Loads the layers from the current directory and the process environment, exactly as
+    /// start-up and `jobflow check-config` do.
     pub fn load(extra_file: Option<&Path>) -> Result<Self, ConfigError> {
         let profile = std::env::var("JOBFLOW_PROFILE").ok();
         Self::load_from(
             Path::new("config"),
             profile.as_deref(),
             extra_file,
-            Env::prefixed("JOBFLOW__"),
+            ENV_PREFIX,
         )
     }
 
@@ -358,10 +378,9 @@ impl Settings {
         dir: &Path,
         profile: Option<&str>,
         extra_file: Option<&Path>,
-        env: Env,
+        env_prefix: &str,
     ) -> Result<Self, ConfigError> {
-        let mut figment = Figment::from(Serialized::defaults(Settings::default()))
-            .merge(Toml::file(dir.join("default.toml")));
+        let mut figment = Figment::new().merge(Toml::file(dir.join("default.toml")));
         if let Some(profile) = profile {
             figment = figment.merge(Toml::file(dir.join(format!("{profile}.toml"))));
         }
@@ -374,7 +393,12 @@ impl Settings {
             }
             figment = figment.merge(Toml::file_exact(file));
         }
-        let mut settings: Settings = figment.merge(env.split("__")).extract().map_err(Box::new)?;
+        // Environment values are text; numbers and booleans are read from it where the
+        // setting is one (lossy extraction), so secrets keep their exact characters.
+        let mut settings: Settings = figment
+            .merge(env::TextEnv::prefixed(env_prefix))
+            .extract_lossy()
+            .map_err(|e| ConfigError::from_figment(e, env_prefix))?;
         settings.read_secret_files()?;
         settings.validate()?;
         Ok(settings)
@@ -389,7 +413,7 @@ impl Settings {
             if let Some(path) = path {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| invalid(key, format!("cannot read {}: {e}", path.display())))?;
-                *into = Some(Secret(text.trim_end_matches(['\r', '\n']).to_string()));
+                *into = Some(Secret::new(text.trim_end_matches(['\r', '\n'])));
             }
             Ok(())
         }
@@ -425,7 +449,7 @@ impl Settings {
                         format!("token `{}`: environment variable {var} is not set", t.name),
                     )
                 })?;
-                t.token = Some(Secret(value));
+                t.token = Some(Secret::new(value));
             }
             let file = t.token_file.take();
             read("auth.tokens", &file, &mut t.token)?;
@@ -433,7 +457,7 @@ impl Settings {
         Ok(())
     }
 
-    /// Semantic checks the types alone cannot express.
+    /// The rules that span keys or text the types cannot hold.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let url = self.database.url.expose();
         if !(url.starts_with("sqlite:")
@@ -445,42 +469,21 @@ impl Settings {
                 "must start with sqlite:// or mysql://",
             ));
         }
-        if self.database.max_connections == 0 {
-            return Err(invalid("database.max_connections", "must be at least 1"));
-        }
-        if self.server.request_timeout_seconds == 0 {
-            return Err(invalid(
-                "server.request_timeout_seconds",
-                "must be at least 1",
-            ));
-        }
-        TimeZoneName::parse(&self.scheduler.timezone)
-            .map_err(|e| invalid("scheduler.timezone", e.to_string()))?;
-        if self.scheduler.job_refresh_millis == 0 {
-            return Err(invalid(
-                "scheduler.job_refresh_millis",
-                "must be at least 1",
-            ));
-        }
-        if self.scheduler.retry_backoff_millis == 0
-            || self.scheduler.retry_backoff_max_millis < self.scheduler.retry_backoff_millis
-        {
+        if self.scheduler.retry_backoff_max_millis < self.scheduler.retry_backoff_millis {
             return Err(invalid(
                 "scheduler.retry_backoff_max_millis",
-                "must be at least scheduler.retry_backoff_millis, which must be at least 1",
+                "must be at least scheduler.retry_backoff_millis",
             ));
         }
-        if self.scheduler.misfire_tolerance_millis > self.scheduler.misfire_threshold_seconds * 1000
+        if self.scheduler.misfire_tolerance_millis
+            > self
+                .scheduler
+                .misfire_threshold_seconds
+                .saturating_mul(1000)
         {
             return Err(invalid(
                 "scheduler.misfire_tolerance_millis",
                 "must not exceed scheduler.misfire_threshold_seconds",
-            ));
-        }
-        if self.compensation.interval_seconds == 0 {
-            return Err(invalid(
-                "compensation.interval_seconds",
-                "must be at least 1",
             ));
         }
         if !self.executor.path_prefix.is_empty()
@@ -491,24 +494,6 @@ impl Settings {
                 "executor.path_prefix",
                 "must start with '/' and not end with '/'",
             ));
-        }
-        if self.executor.max_in_flight == 0 {
-            return Err(invalid("executor.max_in_flight", "must be at least 1"));
-        }
-        if let Some(ip) = &self.discovery.advertise_ip
-            && ip.parse::<std::net::IpAddr>().is_err()
-        {
-            return Err(invalid(
-                "discovery.advertise_ip",
-                format!("`{ip}` is not an IP address"),
-            ));
-        }
-        for (service, addrs) in &self.executors.static_ {
-            for addr in addrs {
-                crate::discovery::InstanceAddr::parse(addr).map_err(|e| {
-                    invalid("executors.static", format!("service `{service}`: {e}"))
-                })?;
-            }
         }
         for (i, t) in self.auth.tokens.iter().enumerate() {
             if t.name.is_empty() || t.name.len() > 100 {
@@ -558,15 +543,22 @@ impl Settings {
         Ok(())
     }
 
+    /// The effective settings as TOML, secrets shown as [`REDACTED`] (`jobflow check-config`).
+    pub fn to_redacted_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("settings serialize to TOML")
+    }
+
     /// The `ip:port` this instance is known by.
     pub fn advertised_addr(&self) -> String {
         let ip = self
             .discovery
             .advertise_ip
-            .clone()
-            .unwrap_or_else(|| "127.0.0.1".into());
-        let port = self.discovery.advertise_port.unwrap_or(self.server.port);
-        format!("{ip}:{port}")
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+        let port = self
+            .discovery
+            .advertise_port
+            .map_or(self.server.port, NonZeroU16::get);
+        std::net::SocketAddr::new(ip, port).to_string()
     }
 }
 
@@ -585,7 +577,7 @@ mod tests {
             // SAFETY: the variables carry a prefix unique to this test.
             unsafe { std::env::set_var(format!("{prefix}{k}"), v) };
         }
-        Settings::load_from(dir.path(), Some("prod"), None, Env::prefixed(&prefix))
+        Settings::load_from(dir.path(), Some("prod"), None, &prefix)
     }
 
     #[test]
@@ -599,10 +591,10 @@ mod tests {
         assert_eq!(s.nacos.namespace, "public");
         assert_eq!(s.nacos.group, "DEFAULT_GROUP");
         assert_eq!(s.nacos.service_name, "jobflow-scheduler");
-        assert_eq!(s.scheduler.timezone, "UTC");
+        assert_eq!(s.scheduler.timezone, TimeZoneName::UTC);
         assert_eq!(s.scheduler.ownership, OwnershipStrategy::JavaHash);
-        assert_eq!(s.compensation.interval_seconds, 60);
-        assert_eq!(s.compensation.stuck_after_seconds, 600);
+        assert_eq!(s.compensation.interval_seconds.get(), 60);
+        assert_eq!(s.compensation.stuck_after_seconds.get(), 600);
     }
 
     #[test]
@@ -626,8 +618,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.server.port, 9200);
-        assert_eq!(s.scheduler.timezone, "Asia/Shanghai");
-        assert_eq!(s.executors.static_["orders"], vec!["127.0.0.1:9001"]);
+        assert_eq!(s.scheduler.timezone.name(), "Asia/Shanghai");
+        assert_eq!(s.executors.static_["orders"][0].as_str(), "127.0.0.1:9001");
         assert_eq!(s.nacos.password.as_ref().unwrap().expose(), "12345");
         assert_eq!(s.advertised_addr(), "10.1.2.3:9200");
     }
@@ -714,6 +706,91 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("JFTEST_SURELY_UNSET"), "{e}");
+    }
+
+    #[test]
+    fn secrets_from_the_environment_stay_text() {
+        let s = load(
+            &[],
+            &[
+                ("DATABASE__PASSWORD", "0815"),
+                ("NACOS__USERNAME", "007"),
+                ("NACOS__PASSWORD", "1e3"),
+                ("EXECUTOR__SIGNING_SECRET", "true"),
+                ("SERVER__PORT", "9001"),
+                ("AUTH__ENABLED", "false"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.database.password.unwrap().expose(), "0815");
+        assert_eq!(s.nacos.username.as_deref(), Some("007"));
+        assert_eq!(s.nacos.password.unwrap().expose(), "1e3");
+        assert_eq!(s.executor.signing_secret.unwrap().expose(), "true");
+        assert_eq!(s.server.port, 9001);
+        assert!(!s.auth.enabled);
+    }
+
+    #[test]
+    fn positive_values_are_types() {
+        for (var, key) in [
+            (
+                "COMPENSATION__INTERVAL_SECONDS",
+                "compensation.interval_seconds",
+            ),
+            ("DATABASE__MAX_CONNECTIONS", "database.max_connections"),
+            ("EXECUTOR__MAX_IN_FLIGHT", "executor.max_in_flight"),
+            (
+                "SCHEDULER__JOB_REFRESH_MILLIS",
+                "scheduler.job_refresh_millis",
+            ),
+            (
+                "SERVER__REQUEST_TIMEOUT_SECONDS",
+                "server.request_timeout_seconds",
+            ),
+        ] {
+            let e = load(&[], &[(var, "0")]).unwrap_err();
+            assert_eq!(e.key(), key, "{e}");
+            assert!(e.to_string().contains(var), "{e}");
+        }
+        let e = load(&[], &[("DISCOVERY__ADVERTISE_IP", "jobflow-1")]).unwrap_err();
+        assert_eq!(e.key(), "discovery.advertise_ip", "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_named_in_full() {
+        let e = load(&[("default.toml", "[server]\nprot = 1")], &[]).unwrap_err();
+        assert_eq!(e.key(), "server.prot", "{e}");
+        let e = load(&[], &[("SERVER__PROT", "1")]).unwrap_err();
+        assert_eq!(e.key(), "server.prot", "{e}");
+    }
+
+    #[test]
+    fn the_redacted_toml_hides_secrets_and_loads_back() {
+        let s = load(
+            &[(
+                "default.toml",
+                "[executors.static]\norders = [\"127.0.0.1:9001\"]",
+            )],
+            &[
+                ("DATABASE__URL", "mysql://root:hunter2@127.0.0.1/x"),
+                ("EXECUTOR__SIGNING_SECRET", "s3cr3t-signing"),
+            ],
+        )
+        .unwrap();
+        let text = s.to_redacted_toml();
+        assert!(
+            !text.contains("hunter2") && !text.contains("s3cr3t"),
+            "{text}"
+        );
+        assert!(text.contains(REDACTED), "{text}");
+        assert!(text.contains("orders = [\"127.0.0.1:9001\"]"), "{text}");
+        let back = load(
+            &[("default.toml", &text)],
+            &[("DATABASE__URL", "mysql://root:hunter2@127.0.0.1/x")],
+        )
+        .unwrap();
+        assert_eq!(back.executors.static_, s.executors.static_);
+        assert_eq!(back.scheduler.timezone, s.scheduler.timezone);
     }
 
     #[test]

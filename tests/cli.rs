@@ -19,7 +19,7 @@ fn help_documents_the_commands() {
     let out = jobflow(dir.path()).arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for word in ["serve", "migrate", "--config", "JOBFLOW__"] {
+    for word in ["serve", "migrate", "check-config", "--config", "JOBFLOW__"] {
         assert!(text.contains(word), "{word} missing from --help:\n{text}");
     }
 }
@@ -124,4 +124,95 @@ fn serve_answers_and_stops_cleanly_on_sigterm() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn check_config_prints_the_effective_settings_with_secrets_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("extra.toml"),
+        "[server]\nport = 9100\n[executors.static]\norders = [\"10.0.0.7:9001\"]\n",
+    )
+    .unwrap();
+    let out = jobflow(dir.path())
+        .env(
+            "JOBFLOW__DATABASE__URL",
+            "mysql://jobflow:hunter2@db:3306/jobflow",
+        )
+        .env("JOBFLOW__DATABASE__PASSWORD", "0815")
+        .env("JOBFLOW__EXECUTOR__SIGNING_SECRET", "signing-secret-value")
+        .env("JOBFLOW__SCHEDULER__TIMEZONE", "Asia/Shanghai")
+        .args(["check-config", "--config", "extra.toml"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    for line in [
+        "port = 9100",
+        "timezone = \"Asia/Shanghai\"",
+        "orders = [\"10.0.0.7:9001\"]",
+        "url = \"mysql://jobflow:<redacted>@db:3306/jobflow\"",
+        "password = \"<redacted>\"",
+        "signing_secret = \"<redacted>\"",
+    ] {
+        assert!(stdout.contains(line), "`{line}` missing from:\n{stdout}");
+    }
+    for secret in ["hunter2", "0815", "signing-secret-value"] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{secret} shown"
+        );
+    }
+    // Nothing was connected to or created.
+    assert!(!dir.path().join("data").exists());
+}
+
+#[test]
+fn check_config_exits_1_naming_the_bad_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |env: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = jobflow(dir.path());
+        cmd.envs(env.iter().copied()).arg("check-config").args(args);
+        let out = cmd.output().unwrap();
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    let (code, err) = check(&[("JOBFLOW__COMPENSATION__INTERVAL_SECONDS", "0")], &[]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("`compensation.interval_seconds`"), "{err}");
+    assert!(
+        err.contains("JOBFLOW__COMPENSATION__INTERVAL_SECONDS"),
+        "{err}"
+    );
+
+    let (code, err) = check(&[("JOBFLOW__DISCOVERY__ADVERTISE_IP", "jobflow-1")], &[]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("`discovery.advertise_ip`"), "{err}");
+
+    std::fs::write(
+        dir.path().join("typo.toml"),
+        "[scheduler]\ntimezon = \"UTC\"\n",
+    )
+    .unwrap();
+    let (code, err) = check(&[], &["--config", "typo.toml"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("`scheduler.timezon`"), "{err}");
+    assert!(err.contains("typo.toml"), "{err}");
+
+    let (code, err) = check(&[("JOBFLOW__DISCOVERY__MODE", "nacos")], &[]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("`auth.tokens`"), "{err}");
+
+    let (code, err) = check(&[], &["--config", "missing.toml"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("`--config`"), "{err}");
 }

@@ -79,7 +79,10 @@ impl AlertsSettings {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key: &'static str, message: String| ConfigError::Invalid { key, message };
+        let invalid = |key: &'static str, message: String| ConfigError::Invalid {
+            key: key.into(),
+            message,
+        };
         let mut names = std::collections::HashSet::new();
         for (i, c) in self.channels.iter().enumerate() {
             ChannelName::parse(&c.name)
@@ -141,12 +144,12 @@ mod tests {
         ChannelSettings {
             name: name.into(),
             kind: ChannelKind::Webhook,
-            url: Secret(url.into()),
+            url: Secret::new(url),
             secret: None,
         }
     }
 
-    fn key_of(s: &AlertsSettings) -> &'static str {
+    fn key_of(s: &AlertsSettings) -> String {
         match s.validate() {
             Err(ConfigError::Invalid { key, .. }) => key,
             other => panic!("expected an invalid key, got {other:?}"),

@@ -200,7 +200,7 @@ mod tests {
                 TokenSettings {
                     name: "viewer".into(),
                     role: Role::Viewer,
-                    token: Some(Secret("viewer-token-0123456789".into())),
+                    token: Some(Secret::new("viewer-token-0123456789")),
                     token_sha256: None,
                     ..Default::default()
                 },

@@ -138,7 +138,7 @@ fn api_router() -> OpenApiRouter<AppState> {
 /// The complete HTTP application.
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_router().split_for_parts();
-    let timeout = Duration::from_secs(state.settings.server.request_timeout_seconds);
+    let timeout = Duration::from_secs(state.settings.server.request_timeout_seconds.get());
     api.merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

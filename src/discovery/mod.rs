@@ -41,8 +41,24 @@ pub trait Discovery: Send + Sync + 'static {
 
 /// An `ip:port` instance address; instances are ordered by this text everywhere (ownership,
 /// shard assignment), as the Java JobFlow orders its instance ids.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
 pub struct InstanceAddr(String);
+
+impl TryFrom<String> for InstanceAddr {
+    type Error = String;
+    fn try_from(raw: String) -> Result<Self, String> {
+        Self::parse(&raw)
+    }
+}
+
+impl From<InstanceAddr> for String {
+    fn from(addr: InstanceAddr) -> String {
+        addr.0
+    }
+}
 
 impl InstanceAddr {
     pub fn parse(raw: &str) -> Result<Self, String> {

@@ -15,30 +15,28 @@ pub struct Standalone {
 }
 
 impl Standalone {
-    pub fn new(me: String, executors: &BTreeMap<String, Vec<String>>) -> Result<Self, String> {
+    pub fn new(me: String, executors: &BTreeMap<String, Vec<InstanceAddr>>) -> Self {
         let executors = executors
             .iter()
             .map(|(service, addrs)| {
-                let mut list = addrs
+                let mut list: Vec<ExecutorInstance> = addrs
                     .iter()
-                    .map(|a| {
-                        InstanceAddr::parse(a).map(|addr| ExecutorInstance {
-                            addr,
-                            path_prefix: None,
-                        })
+                    .map(|addr| ExecutorInstance {
+                        addr: addr.clone(),
+                        path_prefix: None,
                     })
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .collect();
                 list.sort_by(|a, b| a.addr.cmp(&b.addr));
                 list.dedup_by(|a, b| a.addr == b.addr);
-                Ok((service.clone(), list))
+                (service.clone(), list)
             })
-            .collect::<Result<_, String>>()?;
+            .collect();
         let (schedulers, _) = watch::channel(vec![me.clone()]);
-        Ok(Self {
+        Self {
             me,
             schedulers,
             executors,
-        })
+        }
     }
 }
 

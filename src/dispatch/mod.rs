@@ -114,13 +114,13 @@ impl Dispatcher {
                 .map(|s| s.expose().as_bytes().to_vec()),
             report_base,
             backoff: Backoff {
-                base: Duration::from_millis(settings.scheduler.retry_backoff_millis),
-                max: Duration::from_millis(settings.scheduler.retry_backoff_max_millis),
+                base: Duration::from_millis(settings.scheduler.retry_backoff_millis.get()),
+                max: Duration::from_millis(settings.scheduler.retry_backoff_max_millis.get()),
             },
             results,
-            permits: Semaphore::new(settings.executor.max_in_flight),
+            permits: Semaphore::new(settings.executor.max_in_flight.get()),
             backlog: Arc::new(Semaphore::new(
-                settings.executor.max_in_flight * BACKLOG_PER_CALL,
+                settings.executor.max_in_flight.get() * BACKLOG_PER_CALL,
             )),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),

@@ -99,7 +99,7 @@ impl Engine {
                     settings.scheduler.misfire_threshold_seconds as i64,
                 ),
             },
-            refresh: Duration::from_millis(settings.scheduler.job_refresh_millis),
+            refresh: Duration::from_millis(settings.scheduler.job_refresh_millis.get()),
             jobs,
             revision,
         })

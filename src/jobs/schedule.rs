@@ -154,6 +154,8 @@ impl CronSchedule {
 pub struct TimeZoneName(Tz);
 
 impl TimeZoneName {
+    pub const UTC: Self = Self(Tz::UTC);
+
     pub fn parse(raw: &str) -> Result<Self, String> {
         Tz::from_str(raw).map(Self).map_err(|_| {
             format!(
@@ -175,6 +177,13 @@ impl TimeZoneName {
 impl Serialize for TimeZoneName {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TimeZoneName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = <String as serde::Deserialize>::deserialize(d)?;
+        Self::parse(&raw).map_err(serde::de::Error::custom)
     }
 }
 

@@ -286,7 +286,7 @@ pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Store>, Stor
     } else {
         let password = settings.password.as_ref().map(|p| p.expose());
         Ok(Arc::new(
-            MySqlStore::connect(url, password, settings.max_connections).await?,
+            MySqlStore::connect(url, password, settings.max_connections.get()).await?,
         ))
     }
 }

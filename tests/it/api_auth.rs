@@ -26,14 +26,14 @@ async fn secured(backend: Backend, protect_metrics: bool) -> TestApp {
             TokenSettings {
                 name: "vera".into(),
                 role: Role::Viewer,
-                token: Some(Secret(VIEWER.into())),
+                token: Some(Secret::new(VIEWER)),
                 token_sha256: None,
                 ..Default::default()
             },
             TokenSettings {
                 name: "otto".into(),
                 role: Role::Operator,
-                token: Some(Secret(OPERATOR.into())),
+                token: Some(Secret::new(OPERATOR)),
                 token_sha256: None,
                 ..Default::default()
             },
@@ -49,7 +49,7 @@ async fn secured(backend: Backend, protect_metrics: bool) -> TestApp {
             },
         ];
         s.auth.protect_metrics = protect_metrics;
-        s.executor.signing_secret = Some(Secret(SECRET.into()));
+        s.executor.signing_secret = Some(Secret::new(SECRET));
     })
     .await
 }
@@ -85,7 +85,7 @@ async fn every_endpoint_checks_its_role(backend: Backend) {
         .map(|(n, r, t)| TokenSettings {
             name: n.into(),
             role: r,
-            token: Some(Secret(t.into())),
+            token: Some(Secret::new(t)),
             token_sha256: None,
             ..Default::default()
         })

@@ -49,10 +49,10 @@ async fn demo_executor_end_to_end(backend: Backend) {
         s.executors.static_ = static_executors("demo", &demos);
         s.executors
             .static_
-            .insert("impostor".into(), impostor.clone());
-        s.executor.signing_secret = Some(Secret(SECRET.into()));
-        s.scheduler.retry_backoff_millis = 50;
-        s.scheduler.retry_backoff_max_millis = 100;
+            .append(&mut static_executors("impostor", &impostor));
+        s.executor.signing_secret = Some(Secret::new(SECRET));
+        s.scheduler.retry_backoff_millis = 50u64.try_into().unwrap();
+        s.scheduler.retry_backoff_max_millis = 100u64.try_into().unwrap();
     })
     .await;
     let job = |name: &str, service: &str, handler: &str, extra: Value| {

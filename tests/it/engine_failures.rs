@@ -23,8 +23,8 @@ async fn app_with(backend: Backend, service: &str, executors: Vec<String>) -> Te
     let service = service.to_string();
     TestApp::spawn_with(db, move |s| {
         s.executors.static_ = static_executors(&service, &executors);
-        s.scheduler.retry_backoff_millis = 100;
-        s.scheduler.retry_backoff_max_millis = 200;
+        s.scheduler.retry_backoff_millis = 100u64.try_into().unwrap();
+        s.scheduler.retry_backoff_max_millis = 200u64.try_into().unwrap();
     })
     .await
 }
@@ -319,7 +319,7 @@ async fn an_overloaded_scheduler_keeps_its_backlog_bounded(backend: Backend) {
     let addr = rec.addr.clone();
     let app = TestApp::spawn_with(db, move |s| {
         s.executors.static_ = static_executors("svc", &[addr]);
-        s.executor.max_in_flight = 1;
+        s.executor.max_in_flight = 1usize.try_into().unwrap();
     })
     .await;
     let jobs: Vec<String> = (0..6).map(|i| format!("busy-{i}")).collect();

@@ -22,11 +22,11 @@ async fn compensating_app(backend: Backend, rec: &Recorder) -> TestApp {
     let addr = vec![rec.addr.clone()];
     TestApp::spawn_with(db, move |s| {
         s.executors.static_ = static_executors("svc", &addr);
-        s.compensation.interval_seconds = 1;
-        s.compensation.stuck_after_seconds = 1;
+        s.compensation.interval_seconds = 1u64.try_into().unwrap();
+        s.compensation.stuck_after_seconds = 1u64.try_into().unwrap();
         s.compensation.pending_grace_seconds = 1;
-        s.scheduler.retry_backoff_millis = 50;
-        s.scheduler.retry_backoff_max_millis = 100;
+        s.scheduler.retry_backoff_millis = 50u64.try_into().unwrap();
+        s.scheduler.retry_backoff_max_millis = 100u64.try_into().unwrap();
     })
     .await
 }

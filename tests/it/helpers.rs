@@ -96,10 +96,10 @@ pub fn base_settings(db_url: &str) -> Settings {
     let mut s = Settings::default();
     s.server.host = "127.0.0.1".into();
     s.server.port = 0;
-    s.database.url = Secret(db_url.to_string());
-    s.database.max_connections = 5;
+    s.database.url = Secret::new(db_url);
+    s.database.max_connections = 5u32.try_into().unwrap();
     s.discovery.mode = DiscoveryMode::Standalone;
-    s.discovery.advertise_ip = Some("127.0.0.1".into());
+    s.discovery.advertise_ip = Some(std::net::Ipv4Addr::LOCALHOST.into());
     s.log.level = "warn".into();
     s
 }
@@ -278,8 +278,15 @@ pub fn problem_fields(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub fn static_executors(service: &str, addrs: &[String]) -> BTreeMap<String, Vec<String>> {
-    BTreeMap::from([(service.to_string(), addrs.to_vec())])
+pub fn static_executors(
+    service: &str,
+    addrs: &[String],
+) -> BTreeMap<String, Vec<jobflow::discovery::InstanceAddr>> {
+    let parsed = addrs
+        .iter()
+        .map(|a| jobflow::discovery::InstanceAddr::parse(a).expect("ip:port"))
+        .collect();
+    BTreeMap::from([(service.to_string(), parsed)])
 }
 
 /// Declares each listed `async fn name(backend: Backend)` as two tests, `sqlite::name` and

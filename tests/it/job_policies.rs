@@ -24,7 +24,7 @@ async fn app_with_channels(backend: Backend, names: &[&str]) -> TestApp {
             s.alerts.channels.push(ChannelSettings {
                 name,
                 kind: ChannelKind::Webhook,
-                url: Secret("http://127.0.0.1:9/hook".into()),
+                url: Secret::new("http://127.0.0.1:9/hook"),
                 secret: None,
             });
         }

@@ -28,7 +28,7 @@ async fn database_down_for_30_seconds_then_back() {
     );
     let addr = vec![rec.addr.clone()];
     let app = TestApp::spawn_with(db.clone(), move |s| {
-        s.database.url = jobflow::config::Secret(via_proxy);
+        s.database.url = jobflow::config::Secret::new(via_proxy);
         s.executors.static_ = static_executors("svc", &addr);
         s.scheduler.misfire_tolerance_millis = 1000;
     })

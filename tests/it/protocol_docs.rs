@@ -124,7 +124,7 @@ async fn the_python_example_runs_under_the_real_scheduler() {
     let list = vec![addr.clone()];
     let app = TestApp::spawn_with(db, move |s| {
         s.executors.static_ = static_executors("py-svc", &list);
-        s.executor.signing_secret = Some(Secret(secret.into()));
+        s.executor.signing_secret = Some(Secret::new(secret));
     })
     .await;
     app.create_job(&json!({"name": "py-sync", "serviceName": "py-svc", "handler": "syncOrders", "cron": "0 0 3 1 1 ?", "shardCount": 4, "maxRetry": 0}))
