@@ -1,13 +1,14 @@
-# JobFlow and the demo executor, built in one stage and shipped in small non-root images.
+# JobFlow and the demo executor, built in one stage and shipped in small non-root images on
+# Debian 13 (trixie), the Debian release with security support.
 #   docker build -t jobflow .                          # the scheduler (default target)
 #   docker build -t jobflow-demo-executor --target demo-executor .
-FROM rust:1.95-slim-bookworm AS build
+# scripts/test.sh runs the cargo command below as written (release profile: thin LTO, stripped).
+FROM rust:1.95-slim-trixie AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bin jobflow --bin jobflow-demo-executor \
-    && strip target/release/jobflow target/release/jobflow-demo-executor
+RUN cargo build --release --locked -p jobflow --bin jobflow -p jobflow-demo-executor --bin jobflow-demo-executor
 
-FROM debian:bookworm-slim AS runtime-base
+FROM debian:trixie-slim AS runtime-base
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /app --create-home jobflow
@@ -19,6 +20,7 @@ COPY --from=build /src/target/release/jobflow-demo-executor /usr/local/bin/jobfl
 EXPOSE 9001
 ENTRYPOINT ["/usr/local/bin/jobflow-demo-executor"]
 
+# Last, so that a plain `docker build .` gives the scheduler.
 FROM runtime-base AS jobflow
 COPY --from=build /src/target/release/jobflow /usr/local/bin/jobflow
 COPY --chown=10001 config /app/config

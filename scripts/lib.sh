@@ -73,3 +73,41 @@ ensure_python() {
         fi
     fi
 }
+
+ensure_promtool() {
+    if command -v promtool >/dev/null 2>&1; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        log "installing promtool (Debian package prometheus)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+    else
+        echo "promtool is needed to check deploy/prometheus: install the prometheus package" >&2
+        exit 1
+    fi
+}
+
+# The Kubernetes version whose schemas the manifests are checked against.
+K8S_VERSION="${JOBFLOW_K8S_VERSION:-1.33.0}"
+DEPLOY_VENV="${JOBFLOW_DEPLOY_VENV:-$HOME/.cache/jobflow-deploy-venv}"
+
+ensure_kubernetes_validate() {
+    if [ ! -x "$DEPLOY_VENV/bin/kubernetes-validate" ]; then
+        log "installing kubernetes-validate into $DEPLOY_VENV"
+        python3 -m venv "$DEPLOY_VENV"
+        "$DEPLOY_VENV/bin/pip" install --quiet kubernetes-validate
+    fi
+}
+
+ensure_java() {
+    if command -v javac >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        log "installing a JDK (default-jdk-headless)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless >/dev/null
+    else
+        echo "javac and java are needed for the Java executor example" >&2
+        exit 1
+    fi
+}

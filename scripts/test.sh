@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every JobFlow check and test suite: formatting, clippy, unit tests, the integration
 # suites on SQLite and MySQL/MariaDB, the executor SDK, and the multi-process cluster suite on
-# rnacos. Brings up what the tests need: MariaDB (installed if missing when running as root,
-# started if stopped), rnacos (cargo install rnacos --locked when missing), python3 (the
-# protocol docs' Python executor).
+# rnacos, and the deployment files' checks. Brings up what the tests need: MariaDB (installed if
+# missing when running as root, started if stopped), rnacos (cargo install rnacos --locked when
+# missing), python3 (the protocol docs' Python executor), a JDK (the Java executor example),
+# promtool and kubernetes-validate (scripts/check-deploy.sh).
 #
 # JOBFLOW_TEST_MYSQL_URL overrides the server the MySQL suite uses
 # (default mysql://root@127.0.0.1:3306; every test creates and drops its own database).
@@ -16,6 +17,7 @@ cd "$(dirname "$0")/.."
 ensure_mariadb
 ensure_rnacos
 ensure_python
+ensure_java
 export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
 
 log "cargo fmt --check"
@@ -26,6 +28,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo test (unit, SQLite and MySQL integration suites, SDK, cluster on rnacos, doc tests)"
 cargo test --workspace --locked -- --test-threads="${JOBFLOW_TEST_THREADS:-4}"
+
+log "deployment files (scripts/check-deploy.sh): Dockerfile's cargo command, promtool, Kubernetes schemas"
+scripts/check-deploy.sh
 
 log "schemathesis against the served OpenAPI document (scripts/api-fuzz.sh)"
 JOBFLOW_FUZZ_SECONDS="${JOBFLOW_FUZZ_SECONDS:-90}" scripts/api-fuzz.sh

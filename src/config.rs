@@ -486,6 +486,17 @@ impl Settings {
                 "must not exceed scheduler.misfire_threshold_seconds",
             ));
         }
+        if self
+            .executor
+            .signing_secret
+            .as_ref()
+            .is_some_and(|s| s.expose().is_empty())
+        {
+            return Err(invalid(
+                "executor.signing_secret",
+                "is empty; leave it unset to send unsigned calls",
+            ));
+        }
         if !self.executor.path_prefix.is_empty()
             && (!self.executor.path_prefix.starts_with('/')
                 || self.executor.path_prefix.ends_with('/'))
@@ -754,6 +765,12 @@ mod tests {
         }
         let e = load(&[], &[("DISCOVERY__ADVERTISE_IP", "jobflow-1")]).unwrap_err();
         assert_eq!(e.key(), "discovery.advertise_ip", "{e}");
+    }
+
+    #[test]
+    fn an_empty_signing_secret_is_refused() {
+        let e = load(&[], &[("EXECUTOR__SIGNING_SECRET", "")]).unwrap_err();
+        assert_eq!(e.key(), "executor.signing_secret", "{e}");
     }
 
     #[test]
