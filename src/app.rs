@@ -43,18 +43,15 @@ impl Application {
         if settings.discovery.advertise_port.is_none() {
             settings.discovery.advertise_port = NonZeroU16::new(listener.local_addr()?.port());
         }
+        // The address executors report 202 results to and other instances know this one by.
+        settings.discovery.advertise_ip =
+            Some(discovery::advertised_ip(&settings).map_err(anyhow::Error::msg)?);
         let discovery: Arc<dyn Discovery> = match settings.discovery.mode {
             DiscoveryMode::Standalone => Arc::new(Standalone::new(
                 settings.advertised_addr(),
                 &settings.executors.static_,
             )),
             DiscoveryMode::Nacos => {
-                if settings.discovery.advertise_ip.is_none() {
-                    let ip = discovery::detect_ip(&settings.nacos.server_addr).context(
-                        "cannot detect the address to advertise; set discovery.advertise_ip",
-                    )?;
-                    settings.discovery.advertise_ip = Some(ip);
-                }
                 let ip = settings
                     .discovery
                     .advertise_ip

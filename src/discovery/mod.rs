@@ -106,9 +106,59 @@ pub fn detect_ip(server_addr: &str) -> Option<std::net::IpAddr> {
     socket.local_addr().ok().map(|a| a.ip())
 }
 
+/// The IP this instance announces: to other schedulers and Nacos (its instance id) and to
+/// executors, which post 202 results to `http://{ip}:{port}/api/v1/...` (`reportUrl`).
+/// `discovery.advertise_ip` when set; otherwise the interface that routes to Nacos (nacos
+/// mode) or to the first static executor (standalone mode), so executors on other hosts can
+/// reach it; 127.0.0.1 for a standalone instance with no executors configured.
+pub fn advertised_ip(settings: &crate::config::Settings) -> Result<std::net::IpAddr, String> {
+    use crate::config::DiscoveryMode;
+    if let Some(ip) = settings.discovery.advertise_ip {
+        return Ok(ip);
+    }
+    match settings.discovery.mode {
+        DiscoveryMode::Nacos => detect_ip(&settings.nacos.server_addr).ok_or_else(|| {
+            format!(
+                "cannot detect the address to advertise (no route to Nacos at {}); set discovery.advertise_ip",
+                settings.nacos.server_addr
+            )
+        }),
+        DiscoveryMode::Standalone => {
+            let first = settings.executors.static_.values().flatten().next();
+            Ok(first
+                .and_then(|addr| detect_ip(addr.as_str()))
+                .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{DiscoveryMode, Settings};
+
+    #[test]
+    fn the_advertised_ip_is_configured_or_routes_to_the_peers() {
+        let mut s = Settings::default();
+        assert_eq!(advertised_ip(&s).unwrap().to_string(), "127.0.0.1");
+        s.executors.static_.insert(
+            "svc".into(),
+            vec![InstanceAddr::parse("127.0.0.1:9001").unwrap()],
+        );
+        assert_eq!(advertised_ip(&s).unwrap().to_string(), "127.0.0.1");
+        s.discovery.advertise_ip = Some("10.1.2.3".parse().unwrap());
+        assert_eq!(advertised_ip(&s).unwrap().to_string(), "10.1.2.3");
+        s.discovery.advertise_ip = None;
+        s.discovery.mode = DiscoveryMode::Nacos;
+        s.nacos.server_addr = "127.0.0.1:8848".into();
+        assert_eq!(advertised_ip(&s).unwrap().to_string(), "127.0.0.1");
+        s.nacos.server_addr = "".into();
+        assert!(
+            advertised_ip(&s)
+                .unwrap_err()
+                .contains("discovery.advertise_ip")
+        );
+    }
 
     #[test]
     fn detects_the_loopback_route() {
