@@ -115,6 +115,9 @@ pub struct NacosSettings {
     pub password: Option<Secret>,
     pub password_file: Option<PathBuf>,
     pub service_name: String,
+    /// Data id of the jobs document in the config centre; empty: jobs come from the API only.
+    pub jobs_data_id: String,
+    pub jobs_group: String,
 }
 
 impl Default for NacosSettings {
@@ -127,6 +130,8 @@ impl Default for NacosSettings {
             password: None,
             password_file: None,
             service_name: "jobflow-scheduler".into(),
+            jobs_data_id: String::new(),
+            jobs_group: "JOBFLOW".into(),
         }
     }
 }
@@ -549,6 +554,12 @@ impl Settings {
             ));
         }
         self.alerts.validate()?;
+        if !self.nacos.jobs_data_id.is_empty() && self.nacos.jobs_group.is_empty() {
+            return Err(invalid(
+                "nacos.jobs_group",
+                "must not be empty when nacos.jobs_data_id is set",
+            ));
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| invalid("log.level", e.to_string()))?;
         Ok(())
@@ -602,6 +613,8 @@ mod tests {
         assert_eq!(s.nacos.namespace, "public");
         assert_eq!(s.nacos.group, "DEFAULT_GROUP");
         assert_eq!(s.nacos.service_name, "jobflow-scheduler");
+        assert_eq!(s.nacos.jobs_data_id, "");
+        assert_eq!(s.nacos.jobs_group, "JOBFLOW");
         assert_eq!(s.scheduler.timezone, TimeZoneName::UTC);
         assert_eq!(s.scheduler.ownership, OwnershipStrategy::JavaHash);
         assert_eq!(s.compensation.interval_seconds.get(), 60);

@@ -15,8 +15,8 @@ use super::error::{ApiError, Problem};
 use super::extract::{Path, Query, ValidJson};
 use super::{AppState, PageParams};
 use crate::jobs::{
-    JobDefinition, JobRequest, JobSpec, MisfirePolicy, OverlapPolicy, RouteStrategy, ShardStrategy,
-    links,
+    JobDefinition, JobRequest, JobSource, JobSpec, MisfirePolicy, OverlapPolicy, RouteStrategy,
+    ShardStrategy, links,
 };
 use crate::store::{JobFilter, Page};
 
@@ -59,6 +59,9 @@ pub struct JobView {
     pub updated_at: DateTime<Utc>,
     pub created_by: Option<String>,
     pub updated_by: Option<String>,
+    /// `NACOS`: defined by the jobs document in the Nacos config centre; the API refuses to
+    /// change or delete it (enabling, disabling and triggering stay allowed).
+    pub source: JobSource,
 }
 
 impl From<JobDefinition> for JobView {
@@ -88,6 +91,7 @@ impl From<JobDefinition> for JobView {
             updated_at: j.updated_at,
             created_by: j.created_by,
             updated_by: j.updated_by,
+            source: j.source,
         }
     }
 }
@@ -205,6 +209,7 @@ async fn get_job(
         (status = 200, description = "Updated", body = JobView),
         (status = 400, description = "Invalid input", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job comes from the Nacos jobs document; change it there", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn update_job(
     auth: Auth<Admin>,
@@ -212,9 +217,10 @@ async fn update_job(
     Path(name): Path<String>,
     ValidJson(req): ValidJson<JobRequest>,
 ) -> Result<axum::Json<JobView>, ApiError> {
-    if state.store.get_job(&name).await?.is_none() {
+    let Some(current) = state.store.get_job(&name).await? else {
         return Err(ApiError::job_not_found(&name));
-    }
+    };
+    refuse_nacos_job(&state, &current)?;
     let spec = JobSpec::parse(req, Some(&name), state.default_tz, Utc::now())
         .map_err(ApiError::Validation)?;
     check_references(&state, &spec).await?;
@@ -232,17 +238,35 @@ async fn update_job(
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job comes from the Nacos jobs document; remove it there", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_job(
     _: Auth<Admin>,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    if let Some(current) = state.store.get_job(&name).await? {
+        refuse_nacos_job(&state, &current)?;
+    }
     if !state.store.delete_job(&name).await? {
         return Err(ApiError::job_not_found(&name));
     }
     state.jobs_changed();
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Jobs from the Nacos jobs document are changed there, not through the API.
+fn refuse_nacos_job(state: &AppState, job: &JobDefinition) -> Result<(), ApiError> {
+    if job.source != JobSource::Nacos {
+        return Ok(());
+    }
+    let nacos = &state.settings.nacos;
+    Err(ApiError::Conflict(format!(
+        "job `{}` is defined in the Nacos config centre (data id `{}`, group `{}`, source NACOS): change or remove it there; enabling, disabling and triggering stay allowed",
+        job.name(),
+        nacos.jobs_data_id,
+        nacos.jobs_group
+    )))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

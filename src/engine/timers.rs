@@ -262,6 +262,7 @@ mod tests {
         Arc::new(JobDefinition {
             id: 1,
             spec,
+            source: Default::default(),
             created_at: t(updated),
             updated_at: t(updated),
             created_by: None,

@@ -4,6 +4,7 @@
 //! fields are all valid domain values, collecting every problem with the field it concerns.
 //! `JobDefinition` is a stored job (a spec plus identity and audit columns).
 
+mod document;
 mod execution;
 pub mod links;
 mod name;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+pub use document::{DocumentError, DocumentFormat, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, execution_id, new_trace_id,
 };
@@ -57,6 +59,36 @@ impl FromStr for MisfirePolicy {
             "FIRE_ONCE_NOW" => Ok(Self::FireOnceNow),
             "DO_NOTHING" => Ok(Self::DoNothing),
             _ => Err("must be one of FIRE_ONCE_NOW, DO_NOTHING".into()),
+        }
+    }
+}
+
+/// Where a job is defined. The API changes and deletes only its own jobs; `NACOS` jobs follow
+/// the jobs document in the Nacos config centre (`nacos.jobs_data_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobSource {
+    #[default]
+    Api,
+    Nacos,
+}
+
+impl JobSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Api => "API",
+            Self::Nacos => "NACOS",
+        }
+    }
+}
+
+impl FromStr for JobSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "API" => Ok(Self::Api),
+            "NACOS" => Ok(Self::Nacos),
+            _ => Err("must be one of API, NACOS".into()),
         }
     }
 }
@@ -356,6 +388,7 @@ fn in_range(v: i64, min: i64, max: i64) -> Result<i64, String> {
 pub struct JobDefinition {
     pub id: i64,
     pub spec: JobSpec,
+    pub source: JobSource,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: Option<String>,

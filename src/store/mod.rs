@@ -17,7 +17,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::DatabaseSettings;
-use crate::jobs::{Execution, ExecutionStatus, JobDefinition, JobSpec, NewExecution, TriggerType};
+use crate::jobs::{
+    Execution, ExecutionStatus, JobDefinition, JobDocument, JobSpec, NewExecution, TriggerType,
+};
 
 pub use mysql::MySqlStore;
 pub use sqlite::SqliteStore;
@@ -148,6 +150,41 @@ pub enum FireOutcome {
     AlreadyFired,
 }
 
+/// A parsed jobs document from the Nacos config centre, to be applied (see
+/// [`Store::apply_job_document`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DocumentApply<'a> {
+    pub data_id: &'a str,
+    pub group: &'a str,
+    /// Hex SHA-256 of the document's content (of the empty text when it was removed).
+    pub content_hash: &'a str,
+    pub document: &'a JobDocument,
+    /// Recorded as created_by / updated_by.
+    pub actor: &'a str,
+    pub now: DateTime<Utc>,
+}
+
+/// The jobs a document's application created, replaced and deleted, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocumentChanges {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub deleted: Vec<String>,
+}
+
+impl DocumentChanges {
+    pub fn is_empty(&self) -> bool {
+        self.created.is_empty() && self.updated.is_empty() && self.deleted.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentOutcome {
+    /// This content was applied already (by this instance or another): nothing was written.
+    Unchanged,
+    Applied(DocumentChanges),
+}
+
 /// A compare-and-set status change: applied only while the row is in one of `from`.
 #[derive(Debug, Clone)]
 pub struct Transition {
@@ -212,6 +249,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Page<JobDefinition>, StoreError>;
     /// Every job, for the scheduling engine.
     async fn load_jobs(&self) -> Result<Vec<JobDefinition>, StoreError>;
+    /// Makes the `NACOS` jobs match `apply.document`, in one transaction that compares and
+    /// sets the document's content hash: of several instances applying the same content,
+    /// exactly one writes, and the result depends only on the content and the stored jobs.
+    /// Jobs the document names are created, or replaced and marked `NACOS` (an `API` job of
+    /// the same name is taken over); an entry unchanged since the last applied document is
+    /// left alone; `NACOS` jobs it no longer names are deleted (their executions stay).
+    async fn apply_job_document(
+        &self,
+        apply: &DocumentApply<'_>,
+    ) -> Result<DocumentOutcome, StoreError>;
     /// A counter bumped by every job change, on any instance.
     async fn job_revision(&self) -> Result<i64, StoreError>;
 

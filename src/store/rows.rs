@@ -35,6 +35,7 @@ pub struct JobRow {
     pub overlap_policy: String,
     pub child_jobs: Option<String>,
     pub alert_channels: Option<String>,
+    pub source: String,
 }
 
 /// A list of names as stored: a JSON array, NULL when empty.
@@ -111,6 +112,7 @@ impl TryFrom<JobRow> for JobDefinition {
         Ok(Self {
             id: r.id,
             spec,
+            source: r.source.parse().map_err(|m| err("source", m))?,
             created_at: r.created_at,
             updated_at: r.updated_at,
             created_by: r.created_by,

@@ -10,7 +10,7 @@ macro_rules! job_columns {
         "id, name, service_name, handler, cron, timezone, enabled, shard_count, shard_strategy, \
          shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
          created_at, updated_at, created_by, updated_by, route_strategy, overlap_policy, child_jobs, \
-         alert_channels"
+         alert_channels, source"
     };
 }
 
@@ -72,6 +72,53 @@ macro_rules! sql_store {
                     .bind(spec.overlap_policy.as_str())
                     .bind($crate::store::rows::name_list(&spec.child_jobs))
                     .bind($crate::store::rows::name_list(&spec.alert_channels))
+            }
+
+            async fn insert_job(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                spec: &$crate::jobs::JobSpec,
+                actor: Option<&str>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), $crate::store::StoreError> {
+                let now = $crate::store::ms(now);
+                let insert = sqlx::query(
+                    "INSERT INTO job_definition (name, service_name, handler, cron, timezone, enabled, shard_count, \
+                     shard_strategy, shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
+                     route_strategy, overlap_policy, child_jobs, alert_channels, created_at, updated_at, created_by, updated_by) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(spec.name.as_str());
+                Self::bind_spec(insert, spec)
+                .bind(now)
+                .bind(now)
+                .bind(actor)
+                .bind(actor)
+                .execute(&mut **tx)
+                .await
+                .map_err($crate::store::StoreError::from_write)?;
+                Ok(())
+            }
+
+            /// Replaces every field of the job named `spec.name`; the rows MySQL counts as changed.
+            async fn replace_job(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                spec: &$crate::jobs::JobSpec,
+                actor: Option<&str>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let update = sqlx::query(
+                    "UPDATE job_definition SET service_name = ?, handler = ?, cron = ?, timezone = ?, enabled = ?, \
+                     shard_count = ?, shard_strategy = ?, shard_params = ?, job_params = ?, timeout_seconds = ?, \
+                     max_retry = ?, misfire_policy = ?, description = ?, route_strategy = ?, overlap_policy = ?, \
+                     child_jobs = ?, alert_channels = ?, updated_at = ?, updated_by = ? WHERE name = ?",
+                );
+                Ok(Self::bind_spec(update, spec)
+                .bind($crate::store::ms(now))
+                .bind(actor)
+                .bind(spec.name.as_str())
+                .execute(&mut **tx)
+                .await?
+                .rows_affected())
             }
 
             fn push_job_filter(qb: &mut sqlx::QueryBuilder<$db>, f: &$crate::store::JobFilter) {
@@ -293,23 +340,8 @@ macro_rules! sql_store {
                 actor: Option<&str>,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<$crate::jobs::JobDefinition, $crate::store::StoreError> {
-                let now = $crate::store::ms(now);
                 let mut tx = self.pool.begin().await?;
-                let insert = sqlx::query(
-                    "INSERT INTO job_definition (name, service_name, handler, cron, timezone, enabled, shard_count, \
-                     shard_strategy, shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
-                     route_strategy, overlap_policy, child_jobs, alert_channels, created_at, updated_at, created_by, updated_by) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                )
-                .bind(spec.name.as_str());
-                Self::bind_spec(insert, spec)
-                .bind(now)
-                .bind(now)
-                .bind(actor)
-                .bind(actor)
-                .execute(&mut *tx)
-                .await
-                .map_err($crate::store::StoreError::from_write)?;
+                Self::insert_job(&mut tx, spec, actor, now).await?;
                 Self::bump_revision(&mut *tx).await?;
                 let job = Self::fetch_job(&mut *tx, spec.name.as_str())
                     .await?
@@ -325,19 +357,7 @@ macro_rules! sql_store {
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
-                let update = sqlx::query(
-                    "UPDATE job_definition SET service_name = ?, handler = ?, cron = ?, timezone = ?, enabled = ?, \
-                     shard_count = ?, shard_strategy = ?, shard_params = ?, job_params = ?, timeout_seconds = ?, \
-                     max_retry = ?, misfire_policy = ?, description = ?, route_strategy = ?, overlap_policy = ?, \
-                     child_jobs = ?, alert_channels = ?, updated_at = ?, updated_by = ? WHERE name = ?",
-                );
-                let changed = Self::bind_spec(update, spec)
-                .bind($crate::store::ms(now))
-                .bind(actor)
-                .bind(spec.name.as_str())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+                let changed = Self::replace_job(&mut tx, spec, actor, now).await?;
                 // MySQL counts only rows whose values changed; a no-op update still finds the row.
                 let job = Self::fetch_job(&mut *tx, spec.name.as_str()).await?;
                 if changed > 0 {
@@ -421,6 +441,114 @@ macro_rules! sql_store {
                         }
                     })
                     .collect())
+            }
+
+            async fn apply_job_document(
+                &self,
+                apply: &$crate::store::DocumentApply<'_>,
+            ) -> Result<$crate::store::DocumentOutcome, $crate::store::StoreError> {
+                use $crate::store::{DocumentChanges, DocumentOutcome};
+                let now = $crate::store::ms(apply.now);
+                // The row to compare and set exists before the transaction, so two instances
+                // never race to insert it; the loser of this insert just finds it there.
+                let created = sqlx::query(
+                    "INSERT INTO job_document (data_id, group_name, content_hash, entry_hashes, applied_at, checked_at) \
+                     VALUES (?, ?, '', '{}', ?, ?)",
+                )
+                .bind(apply.data_id)
+                .bind(apply.group)
+                .bind(now)
+                .bind(now)
+                .execute(&self.pool)
+                .await;
+                if let Err(e) = created
+                    && !matches!(&e, sqlx::Error::Database(d) if d.is_unique_violation())
+                {
+                    return Err(e.into());
+                }
+                let mut tx = self.pool.begin().await?;
+                // Writing the row first locks it until the commit: a second instance applying
+                // the same push waits here, then finds the hash already set.
+                sqlx::query("UPDATE job_document SET checked_at = ? WHERE data_id = ? AND group_name = ?")
+                    .bind(now)
+                    .bind(apply.data_id)
+                    .bind(apply.group)
+                    .execute(&mut *tx)
+                    .await?;
+                let (stored_hash, entry_hashes): (String, String) = sqlx::query_as(
+                    "SELECT content_hash, entry_hashes FROM job_document WHERE data_id = ? AND group_name = ?",
+                )
+                .bind(apply.data_id)
+                .bind(apply.group)
+                .fetch_one(&mut *tx)
+                .await?;
+                if stored_hash == apply.content_hash {
+                    tx.commit().await?;
+                    return Ok(DocumentOutcome::Unchanged);
+                }
+                let previous: std::collections::HashMap<String, String> = serde_json::from_str(&entry_hashes)
+                    .map_err(|e| $crate::store::StoreError::Corrupt(format!("job_document.entry_hashes: {e}")))?;
+                let existing: std::collections::HashMap<String, String> =
+                    sqlx::query_as::<_, (String, String)>("SELECT name, source FROM job_definition")
+                        .fetch_all(&mut *tx)
+                        .await?
+                        .into_iter()
+                        .collect();
+                let nacos = $crate::jobs::JobSource::Nacos.as_str();
+                let mut changes = DocumentChanges::default();
+                for job in &apply.document.jobs {
+                    let name = job.spec.name.as_str();
+                    match existing.get(name) {
+                        None => {
+                            Self::insert_job(&mut tx, &job.spec, Some(apply.actor), now).await?;
+                            changes.created.push(name.to_string());
+                        }
+                        Some(source) if source == nacos && previous.get(name) == Some(&job.fingerprint) => {}
+                        Some(_) => {
+                            Self::replace_job(&mut tx, &job.spec, Some(apply.actor), now).await?;
+                            changes.updated.push(name.to_string());
+                        }
+                    }
+                    sqlx::query("UPDATE job_definition SET source = ? WHERE name = ? AND source <> ?")
+                        .bind(nacos)
+                        .bind(name)
+                        .bind(nacos)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let named: std::collections::HashSet<&str> =
+                    apply.document.jobs.iter().map(|j| j.spec.name.as_str()).collect();
+                let mut gone: Vec<&String> = existing
+                    .iter()
+                    .filter(|(name, source)| *source == nacos && !named.contains(name.as_str()))
+                    .map(|(name, _)| name)
+                    .collect();
+                gone.sort();
+                for name in gone {
+                    sqlx::query("DELETE FROM job_definition WHERE name = ?").bind(name).execute(&mut *tx).await?;
+                    changes.deleted.push(name.clone());
+                }
+                let hashes: std::collections::BTreeMap<&str, &str> = apply
+                    .document
+                    .jobs
+                    .iter()
+                    .map(|j| (j.spec.name.as_str(), j.fingerprint.as_str()))
+                    .collect();
+                sqlx::query(
+                    "UPDATE job_document SET content_hash = ?, entry_hashes = ?, applied_at = ? WHERE data_id = ? AND group_name = ?",
+                )
+                .bind(apply.content_hash)
+                .bind(serde_json::to_string(&hashes).expect("a map of strings serialises"))
+                .bind(now)
+                .bind(apply.data_id)
+                .bind(apply.group)
+                .execute(&mut *tx)
+                .await?;
+                if !changes.is_empty() {
+                    Self::bump_revision(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(DocumentOutcome::Applied(changes))
             }
 
             async fn job_revision(&self) -> Result<i64, $crate::store::StoreError> {

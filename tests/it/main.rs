@@ -15,6 +15,7 @@ mod demo_e2e;
 mod engine_dispatch;
 mod engine_failures;
 mod engine_recovery;
+mod job_document;
 mod job_policies;
 mod outages;
 mod protocol_docs;
