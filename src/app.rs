@@ -10,6 +10,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::alerts::Alerts;
 use crate::api::{self, AppState};
 use crate::compensation::Compensator;
 use crate::config::{DiscoveryMode, Settings};
@@ -86,6 +87,7 @@ impl Application {
             dispatcher.clone(),
             cluster.clone(),
         );
+        let alerts = Alerts::start(&settings.alerts, discovery.self_id())?;
         let tokens = Arc::new(api::auth::Tokens::new(&settings.auth));
         if !settings.auth.enabled {
             tracing::warn!(
@@ -106,6 +108,7 @@ impl Application {
             discovery,
             cluster,
             tokens,
+            alerts,
         };
         Ok(Self {
             listener,

@@ -49,6 +49,8 @@ pub struct AppState {
     pub discovery: Arc<dyn Discovery>,
     pub cluster: Arc<ClusterState>,
     pub tokens: Arc<auth::Tokens>,
+    /// Raises alerts (failures, skipped fires, no executor, recoveries) without blocking.
+    pub alerts: Arc<crate::alerts::Alerts>,
 }
 
 impl AppState {

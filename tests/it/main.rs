@@ -6,6 +6,7 @@ mod recorder;
 #[path = "../support/wait.rs"]
 mod wait;
 
+mod alerts;
 mod api_auth;
 mod api_execution_search;
 mod api_hostile;
