@@ -10,6 +10,8 @@ mod executions;
 mod extract;
 mod health;
 mod jobs;
+mod overview;
+mod session;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,6 +120,7 @@ impl utoipa::Modify for BearerAuth {
         (name = "executions", description = "Executions: history, trigger, retry"),
         (name = "cluster", description = "Scheduler instances and job ownership"),
         (name = "health", description = "Health and metrics"),
+        (name = "auth", description = "The caller's identity and role"),
     )
 )]
 struct ApiDoc;
@@ -135,6 +138,8 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(cron::router())
         .merge(cluster::router())
         .merge(health::router())
+        .merge(overview::router())
+        .merge(session::router())
 }
 
 /// The complete HTTP application.

@@ -213,6 +213,21 @@ impl Transition {
     }
 }
 
+/// Executions triggered in a window, counted through the `(status, trigger_time)` index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Activity {
+    /// Distinct `(job, fire_time)` of first attempts: fires, whatever their shard count.
+    pub fires: i64,
+    /// Executions per status (absent statuses had none).
+    pub by_status: Vec<(ExecutionStatus, i64)>,
+    /// `(fire_time, start_time)` of the latest first-attempt cron executions (at most
+    /// [`ACTIVITY_DELAY_SAMPLE`], newest first): how late fires start.
+    pub cron_starts: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+/// How many recent cron starts [`Store::activity_since`] returns.
+pub const ACTIVITY_DELAY_SAMPLE: i64 = 100;
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// `mysql` or `sqlite`.
@@ -323,6 +338,9 @@ pub trait Store: Send + Sync + 'static {
         started_before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<Execution>, StoreError>;
+
+    /// What was triggered at or after `since`, for the console's overview.
+    async fn activity_since(&self, since: DateTime<Utc>) -> Result<Activity, StoreError>;
 }
 
 /// Opens the store named by `database.url` (without migrating).

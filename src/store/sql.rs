@@ -800,6 +800,40 @@ macro_rules! sql_store {
                 .await?;
                 rows.into_iter().map(Self::execution).collect()
             }
+
+            async fn activity_since(&self, since: chrono::DateTime<chrono::Utc>) -> Result<$crate::store::Activity, $crate::store::StoreError> {
+                // Every status is listed so the (status, trigger_time) index serves a range
+                // per status instead of a scan of the whole table.
+                let statuses = $crate::jobs::ExecutionStatus::ALL;
+                let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT status, COUNT(*) FROM job_execution WHERE status IN (");
+                let mut list = qb.separated(", ");
+                for s in statuses {
+                    list.push_bind(s.as_str());
+                }
+                qb.push(") AND trigger_time >= ").push_bind($crate::store::ms(since)).push(" GROUP BY status");
+                let counts: Vec<(String, i64)> = qb.build_query_as().fetch_all(&self.pool).await?;
+                let by_status = counts
+                    .into_iter()
+                    .map(|(s, n)| s.parse().map(|s| (s, n)).map_err(|m: String| $crate::store::StoreError::Corrupt(format!("job_execution.status: {m}"))))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT COUNT(*) FROM (SELECT DISTINCT job_name, fire_time FROM job_execution WHERE status IN (");
+                let mut list = qb.separated(", ");
+                for s in statuses {
+                    list.push_bind(s.as_str());
+                }
+                qb.push(") AND trigger_time >= ").push_bind($crate::store::ms(since)).push(" AND retry_count = 0) fires");
+                let fires: i64 = qb.build_query_scalar().fetch_one(&self.pool).await?;
+                let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT fire_time, start_time FROM job_execution WHERE status IN (");
+                let mut list = qb.separated(", ");
+                for s in statuses {
+                    list.push_bind(s.as_str());
+                }
+                qb.push(") AND trigger_time >= ").push_bind($crate::store::ms(since))
+                    .push(" AND trigger_type = 'CRON' AND retry_count = 0 AND start_time IS NOT NULL ORDER BY trigger_time DESC, id DESC LIMIT ")
+                    .push_bind($crate::store::ACTIVITY_DELAY_SAMPLE);
+                let cron_starts: Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> = qb.build_query_as().fetch_all(&self.pool).await?;
+                Ok($crate::store::Activity { fires, by_status, cron_starts })
+            }
         }
     };
 }

@@ -1,0 +1,65 @@
+//! `/api/v1/auth/me`: who the presented token belongs to, so a client (the console) shows only
+//! what that role may do.
+
+use axum::extract::State;
+use axum::http::request::Parts;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::auth::AuthError;
+use super::error::Problem;
+use crate::config::Role;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(me))
+}
+
+/// A role as the API names it; each includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleName {
+    /// Reads jobs, executions and the cluster.
+    Viewer,
+    /// Also triggers, retries, cancels, enables and disables.
+    Operator,
+    /// Also creates, changes and deletes jobs.
+    Admin,
+}
+
+impl From<Role> for RoleName {
+    fn from(r: Role) -> Self {
+        match r {
+            Role::Viewer => Self::Viewer,
+            Role::Operator => Self::Operator,
+            Role::Admin => Self::Admin,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    /// `false` when the API takes no tokens (everyone acts as admin).
+    pub auth_enabled: bool,
+    /// The token's name from `auth.tokens` (null when authentication is off).
+    pub name: Option<String>,
+    pub role: RoleName,
+}
+
+/// The caller: the name and role of the bearer token, or admin when authentication is off.
+#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth",
+    responses(
+        (status = 200, description = "The caller", body = Me),
+        (status = 401, description = "Missing or unknown token", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn me(State(state): State<AppState>, parts: Parts) -> Result<axum::Json<Me>, AuthError> {
+    let principal = state.tokens.authorize(&parts, Role::Viewer)?;
+    Ok(axum::Json(Me {
+        auth_enabled: state.tokens.enabled(),
+        name: principal.name,
+        role: principal.role.into(),
+    }))
+}
