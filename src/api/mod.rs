@@ -147,6 +147,7 @@ pub fn router(state: AppState) -> Router {
     let (api, doc) = api_router().split_for_parts();
     let timeout = Duration::from_secs(state.settings.server.request_timeout_seconds.get());
     api.merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
+        .merge(crate::ui::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TimeoutLayer::with_status_code(

@@ -12,6 +12,7 @@ mod api_execution_search;
 mod api_hostile;
 mod api_jobs;
 mod api_misc;
+mod console;
 mod demo_e2e;
 mod engine_dispatch;
 mod engine_failures;

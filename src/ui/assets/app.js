@@ -1,0 +1,153 @@
+// The console's shell: sign-in, navigation, the language switch and the hash router
+// (`#/jobs/order-sync` and so on, so every page has a link and Back works).
+
+import { api, token, whenUnauthorized } from './api.js';
+import { h, mount, errorBox } from './dom.js';
+import { t, lang, setLang } from './i18n.js';
+import { overviewPage } from './overview.js';
+import { jobsPage, jobPage } from './jobs.js';
+import { jobFormPage } from './job-form.js';
+import { executionsPage, executionPage } from './executions.js';
+import { clusterPage } from './cluster.js';
+import { session } from './session.js';
+
+
+const NAV = [
+  ['overview', 'nav.overview'],
+  ['jobs', 'nav.jobs'],
+  ['executions', 'nav.executions'],
+  ['cluster', 'nav.cluster'],
+];
+
+const main = () => document.getElementById('main');
+
+/// Stops the current page's timers when another page is shown.
+let leaveCurrent = () => {};
+
+function routeOf(hash) {
+  const [path, q] = hash.replace(/^#\/?/, '').split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  return { parts, params: new URLSearchParams(q || '') };
+}
+
+function pageFor({ parts, params }) {
+  const [section, id, sub] = parts;
+  switch (section || 'overview') {
+    case 'overview': return () => overviewPage();
+    case 'jobs':
+      if (id === undefined) return () => jobsPage(params);
+      if (id === '+new') return () => jobFormPage(null);
+      if (sub === 'edit') return () => jobFormPage(id);
+      return () => jobPage(id, params);
+    case 'executions':
+      return id === undefined ? () => executionsPage(params) : () => executionPage(id);
+    case 'cluster': return () => clusterPage(params);
+    default: return null;
+  }
+}
+
+function renderChrome() {
+  document.getElementById('skip').textContent = t('skip');
+  const section = routeOf(location.hash).parts[0] || 'overview';
+  mount(document.getElementById('nav'), session.me
+    ? NAV.map(([id, key]) => h('a', { href: `#/${id}`, 'aria-current': section === id ? 'page' : null }, t(key)))
+    : null);
+  const langButton = document.getElementById('lang');
+  langButton.textContent = t('lang.switch');
+  langButton.setAttribute('aria-label', t('lang.switchLabel'));
+  const me = session.me;
+  document.getElementById('who').textContent = !me ? ''
+    : me.authEnabled ? t('who', { name: me.name, role: t(`role.${me.role}`) }) : t('who.open');
+  const signOut = document.getElementById('signout');
+  signOut.textContent = t('signout');
+  signOut.hidden = !(me && me.authEnabled);
+}
+
+async function render() {
+  leaveCurrent();
+  leaveCurrent = () => {};
+  renderChrome();
+  if (!session.me) return signIn();
+  const page = pageFor(routeOf(location.hash));
+  const el = main();
+  if (!page) {
+    mount(el, h('h1', {}, t('error.title')), h('p', {}, t('error.notFound')));
+    return;
+  }
+  mount(el, h('p', { class: 'muted' }, t('loading')));
+  try {
+    const view = await page();
+    if (view) {
+      mount(el, view.node);
+      leaveCurrent = view.leave || (() => {});
+      document.title = `${view.title} · JobFlow`;
+    }
+  } catch (err) {
+    if (err.status !== 401) mount(el, h('h1', {}, t('error.title')), errorBox(err));
+  }
+}
+
+function signIn(message) {
+  const input = h('input', { type: 'password', id: 'token', autocomplete: 'current-password', required: true });
+  const status = h('div', {}, message ? h('p', { class: 'error', role: 'alert' }, message) : null);
+  const form = h('form', {
+    class: 'card signin',
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      token.set(input.value.trim());
+      try {
+        session.me = await api('GET', '/auth/me');
+        render();
+      } catch (err) {
+        token.clear();
+        mount(status, h('p', { class: 'error', role: 'alert' }, err.status === 401 ? t('signin.rejected') : err.message));
+        input.focus();
+      }
+    },
+  },
+  h('h1', {}, t('signin.title')),
+  h('p', { class: 'muted' }, t('signin.help')),
+  h('div', { class: 'field' }, h('label', { for: 'token' }, t('signin.token')), input),
+  status,
+  h('button', { type: 'submit' }, t('signin.submit')));
+  document.title = `${t('signin.title')} · JobFlow`;
+  mount(main(), form);
+  input.focus();
+}
+
+async function start() {
+  setLang(lang());
+  document.getElementById('lang').addEventListener('click', () => {
+    setLang(lang() === 'zh' ? 'en' : 'zh');
+    render();
+  });
+  document.getElementById('signout').addEventListener('click', () => {
+    token.clear();
+    session.me = null;
+    render();
+  });
+  whenUnauthorized(() => {
+    const hadSession = !!session.me;
+    token.clear();
+    session.me = null;
+    leaveCurrent();
+    leaveCurrent = () => {};
+    renderChrome();
+    signIn(hadSession ? t('signin.expired') : undefined);
+  });
+  window.addEventListener('hashchange', () => {
+    render();
+    main().focus({ preventScroll: true });
+  });
+  try {
+    session.me = await api('GET', '/auth/me');
+  } catch (err) {
+    if (err.status !== 401) {
+      mount(main(), h('h1', {}, t('error.title')), errorBox(err));
+      return;
+    }
+  }
+  render();
+}
+
+start();

@@ -1,0 +1,186 @@
+// The create / edit form: a live cron preview (next fire times from the API as you type) and
+// the API's validation messages beside the fields they name.
+
+import { api, query, enc } from './api.js';
+import { h, mount, time, field, flash, errorBox } from './dom.js';
+import { t } from './i18n.js';
+import { cronWords } from './cron-words.js';
+
+const PREVIEW_DELAY_MS = 300;
+
+/// Fields a job answer has that the request takes back unchanged when the form has no control
+/// for them (added by newer servers); only those the server sent are passed on.
+const PASS_THROUGH = ['routeStrategy', 'overlapPolicy', 'childJobs', 'alertChannels'];
+
+function select(options, value) {
+  return h('select', {}, options.map((o) => h('option', { value: o, selected: o === value }, o)));
+}
+
+function jsonText(v) {
+  return v === null || v === undefined ? '' : JSON.stringify(v, null, 2);
+}
+
+export async function jobFormPage(name) {
+  const job = name ? await api('GET', `/jobs/${enc(name)}`) : null;
+  const v = job || {
+    name: '', serviceName: '', handler: '', cron: '0 0 * * * ?', timezone: '', enabled: true,
+    shardCount: 1, shardStrategy: 'MOD_HASH', shardParams: null, jobParams: null,
+    timeoutSeconds: 300, maxRetry: 3, misfirePolicy: 'FIRE_ONCE_NOW', description: '',
+  };
+  const c = {
+    name: h('input', { type: 'text', value: v.name, required: true, maxlength: 100, readOnly: !!job }),
+    serviceName: h('input', { type: 'text', value: v.serviceName, required: true }),
+    handler: h('input', { type: 'text', value: v.handler, required: true }),
+    cron: h('input', { type: 'text', value: v.cron, required: true, class: 'mono', autocomplete: 'off' }),
+    timezone: h('input', { type: 'text', value: v.timezone, placeholder: 'UTC' }),
+    enabled: h('input', { type: 'checkbox', checked: v.enabled }),
+    shardCount: h('input', { type: 'number', value: String(v.shardCount), min: 1, max: 10000 }),
+    shardStrategy: select(['MOD_HASH', 'RANGE', 'CUSTOM'], v.shardStrategy),
+    shardParams: h('textarea', { rows: 2, class: 'mono' }, jsonText(v.shardParams)),
+    jobParams: h('textarea', { rows: 3, class: 'mono' }, jsonText(v.jobParams)),
+    timeoutSeconds: h('input', { type: 'number', value: String(v.timeoutSeconds), min: 1, max: 86400 }),
+    maxRetry: h('input', { type: 'number', value: String(v.maxRetry), min: 0, max: 100 }),
+    misfirePolicy: select(['FIRE_ONCE_NOW', 'DO_NOTHING'], v.misfirePolicy),
+    description: h('textarea', { rows: 2 }, v.description || ''),
+  };
+
+  const preview = h('div', { class: 'preview', 'aria-live': 'polite' });
+  let previewTimer;
+  let previewSeq = 0;
+  async function updatePreview() {
+    const seq = ++previewSeq;
+    const cron = c.cron.value.trim();
+    if (!cron) return mount(preview);
+    try {
+      const next = await api('GET', `/cron/next-fire-times${query({ cron, timezone: c.timezone.value.trim(), count: 5 })}`);
+      if (seq !== previewSeq) return undefined;
+      setError('cron', '');
+      setError('timezone', '');
+      const words = cronWords(cron);
+      return mount(preview,
+        h('p', { class: 'hint' }, t('form.preview'), words ? ` (${words})` : '', ':'),
+        h('ol', { class: 'fire-times' }, next.fireTimes.map((ft) => h('li', {}, time(ft, next.timezone)))));
+    } catch (err) {
+      if (seq !== previewSeq) return undefined;
+      mount(preview);
+      if (err.fields.cron || err.fields.timezone) {
+        setError('cron', err.fields.cron || '');
+        setError('timezone', err.fields.timezone || '');
+      }
+      return undefined;
+    }
+  }
+  const schedulePreview = () => {
+    clearTimeout(previewTimer);
+    previewTimer = setTimeout(updatePreview, PREVIEW_DELAY_MS);
+  };
+  c.cron.addEventListener('input', schedulePreview);
+  c.timezone.addEventListener('input', schedulePreview);
+
+  const general = h('div', {});
+  const form = h('form', { class: 'card job-form', novalidate: true, onsubmit: (ev) => { ev.preventDefault(); save(); } },
+    field('name', t('f.name'), c.name),
+    field('serviceName', t('f.serviceName'), c.serviceName),
+    field('handler', t('f.handler'), c.handler),
+    field('cron', t('f.cron'), c.cron, t('form.previewHint')),
+    preview,
+    field('timezone', t('f.timezone'), c.timezone),
+    h('div', { class: 'field checkbox' }, c.enabled, h('label', { for: 'f-enabled' }, t('f.enabled')),
+      h('p', { class: 'field-error', id: 'err-enabled', 'data-field': 'enabled' })),
+    h('div', { class: 'row' },
+      field('shardCount', t('f.shardCount'), c.shardCount),
+      field('shardStrategy', t('f.shardStrategy'), c.shardStrategy)),
+    field('shardParams', t('f.shardParams'), c.shardParams),
+    field('jobParams', t('f.jobParams'), c.jobParams),
+    h('div', { class: 'row' },
+      field('timeoutSeconds', t('f.timeoutSeconds'), c.timeoutSeconds),
+      field('maxRetry', t('f.maxRetry'), c.maxRetry),
+      field('misfirePolicy', t('f.misfirePolicy'), c.misfirePolicy)),
+    field('description', t('f.description'), c.description),
+    general,
+    h('div', { class: 'actions' },
+      h('button', { type: 'submit' }, t('action.save')),
+      h('a', { class: 'button secondary', href: job ? `#/jobs/${enc(job.name)}` : '#/jobs' }, t('action.back'))));
+  c.enabled.id = 'f-enabled';
+  c.enabled.name = 'enabled';
+
+  function setError(name, message) {
+    const el = form.querySelector(`[data-field="${name}"]`);
+    if (!el) return false;
+    el.textContent = message;
+    const control = form.querySelector(`#f-${name}`);
+    if (control) control.setAttribute('aria-invalid', message ? 'true' : 'false');
+    return true;
+  }
+
+  function body() {
+    const errors = {};
+    const json = (key) => {
+      const text = c[key].value.trim();
+      if (!text) return null;
+      try {
+        return JSON.parse(text);
+      } catch (e) {
+        errors[key] = t('form.invalidJson', { message: e.message });
+        return null;
+      }
+    };
+    const num = (key) => (c[key].value.trim() === '' ? null : Number(c[key].value));
+    const b = {
+      serviceName: c.serviceName.value.trim(),
+      handler: c.handler.value.trim(),
+      cron: c.cron.value.trim(),
+      enabled: c.enabled.checked,
+      shardCount: num('shardCount'),
+      shardStrategy: c.shardStrategy.value,
+      shardParams: json('shardParams'),
+      jobParams: json('jobParams'),
+      timeoutSeconds: num('timeoutSeconds'),
+      maxRetry: num('maxRetry'),
+      misfirePolicy: c.misfirePolicy.value,
+    };
+    if (!job) b.name = c.name.value.trim();
+    const tz = c.timezone.value.trim();
+    if (tz) b.timezone = tz;
+    const description = c.description.value.trim();
+    if (description) b.description = description;
+    for (const k of Object.keys(b)) if (b[k] === null) delete b[k];
+    for (const k of PASS_THROUGH) if (job && job[k] !== undefined) b[k] = job[k];
+    return { b, errors };
+  }
+
+  async function save() {
+    // A pending preview must not replace the messages of the save.
+    clearTimeout(previewTimer);
+    previewSeq += 1;
+    form.querySelectorAll('.field-error').forEach((el) => { el.textContent = ''; });
+    mount(general);
+    const { b, errors } = body();
+    if (Object.keys(errors).length) {
+      for (const [k, m] of Object.entries(errors)) setError(k, m);
+      return;
+    }
+    try {
+      const saved = job
+        ? await api('PUT', `/jobs/${enc(job.name)}`, b)
+        : await api('POST', '/jobs', b);
+      flash(t('form.saved'));
+      location.hash = `#/jobs/${enc(saved.name)}`;
+    } catch (err) {
+      const unplaced = Object.entries(err.fields).filter(([k, m]) => !setError(k, m));
+      if (Object.keys(err.fields).length === 0 || unplaced.length) {
+        mount(general, errorBox({ message: t('form.failed', { message: err.message }) }));
+      }
+      const first = form.querySelector('[aria-invalid="true"]');
+      if (first) first.focus();
+    }
+  }
+
+  updatePreview();
+  const title = job ? t('form.editTitle', { name: job.name }) : t('form.createTitle');
+  return {
+    node: h('div', {}, h('h1', {}, title), form),
+    title,
+    leave: () => clearTimeout(previewTimer),
+  };
+}
