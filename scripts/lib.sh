@@ -111,3 +111,16 @@ ensure_java() {
         exit 1
     fi
 }
+
+ensure_chromium() {
+    if [ -x /usr/bin/chromium ]; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        log "installing chromium (Debian) for the console tests"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        echo "chromium is needed for the console tests: apt-get install chromium" >&2
+        exit 1
+    fi
+}

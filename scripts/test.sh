@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every JobFlow check and test suite: formatting, clippy, unit tests, the integration
 # suites on SQLite and MySQL/MariaDB, the executor SDK, and the multi-process cluster suite on
-# rnacos, and the deployment files' checks. Brings up what the tests need: MariaDB (installed if
-# missing when running as root, started if stopped), rnacos (cargo install rnacos --locked when
-# missing), python3 (the protocol docs' Python executor), a JDK (the Java executor example),
-# promtool and kubernetes-validate (scripts/check-deploy.sh).
+# rnacos, the deployment files' checks and the console in headless chromium. Brings up what the
+# tests need: MariaDB (installed if missing when running as root, started if stopped), rnacos
+# (cargo install rnacos --locked when missing), python3 (the protocol docs' Python executor), a
+# JDK (the Java executor example), promtool and kubernetes-validate (scripts/check-deploy.sh),
+# chromium (apt) and Playwright (PyPI) for the console.
 #
 # JOBFLOW_TEST_MYSQL_URL overrides the server the MySQL suite uses
 # (default mysql://root@127.0.0.1:3306; every test creates and drops its own database).
@@ -34,3 +35,6 @@ scripts/check-deploy.sh
 
 log "schemathesis against the served OpenAPI document (scripts/api-fuzz.sh)"
 JOBFLOW_FUZZ_SECONDS="${JOBFLOW_FUZZ_SECONDS:-90}" scripts/api-fuzz.sh
+
+log "console in a real browser (scripts/console-test.sh)"
+scripts/console-test.sh

@@ -126,14 +126,16 @@ async function start() {
     session.me = null;
     render();
   });
+  // A 401 while signed in: the token was revoked or the server restarted with other tokens.
+  // (A 401 before sign-in is answered by the sign-in form itself.)
   whenUnauthorized(() => {
-    const hadSession = !!session.me;
+    if (!session.me) return;
     token.clear();
     session.me = null;
     leaveCurrent();
     leaveCurrent = () => {};
     renderChrome();
-    signIn(hadSession ? t('signin.expired') : undefined);
+    signIn(t('signin.expired'));
   });
   window.addEventListener('hashchange', () => {
     render();

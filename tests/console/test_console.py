@@ -1,0 +1,279 @@
+"""The operations console, driven in headless chromium like an operator would use it."""
+
+import re
+import time
+
+from playwright.sync_api import expect
+
+from conftest import ADMIN, OPERATOR, VIEWER, screenshot
+
+NAV = ["Overview", "Jobs", "Executions", "Cluster"]
+WRITE_BUTTONS = ["Trigger", "Enable", "Disable", "Edit", "Delete", "Retry", "Cancel"]
+
+
+def sign_in(page, server, token=ADMIN):
+    page.goto(server.base + "/")
+    expect(page).to_have_url(server.base + "/ui/")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    expect(page.get_by_role("link", name="Overview", exact=True)).to_be_visible()
+
+
+def wait_settled(server, job):
+    """The job's newest execution once it is final."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status, page = server.call("GET", f"/api/v1/jobs/{job}/executions?size=1")
+        assert status == 200, page
+        if page["content"] and page["content"][0]["status"] not in ("PENDING", "RUNNING"):
+            return page["content"][0]
+        time.sleep(0.1)
+    raise AssertionError(f"{job}: no final execution")
+
+
+def nav(page, name):
+    """A link of the main navigation (pages have breadcrumbs with the same names)."""
+    return page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True)
+
+
+def row(page, name):
+    return page.locator("tr", has=page.get_by_role("link", name=name, exact=True))
+
+
+def test_sign_in_keeps_the_token_for_the_session_and_sign_out_clears_it(page, server):
+    page.goto(server.base + "/")
+    expect(page).to_have_url(server.base + "/ui/")
+    expect(page.get_by_label("Token")).to_be_visible()
+    expect(page.get_by_role("link", name="Jobs", exact=True)).to_have_count(0)
+
+    page.get_by_label("Token").fill("not-a-token")
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    expect(page.get_by_role("alert")).to_have_text("That token was not accepted.")
+    assert page.evaluate("sessionStorage.getItem('jobflow.token')") is None
+
+    page.get_by_label("Token").fill(ADMIN)
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    for name in NAV:
+        expect(page.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(page.locator("#who")).to_have_text("ada (admin)")
+    assert page.evaluate("sessionStorage.getItem('jobflow.token')") == ADMIN
+    assert page.evaluate("localStorage.getItem('jobflow.token')") is None
+
+    page.reload()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("Token")).to_be_visible()
+    expect(page.get_by_role("link", name="Jobs", exact=True)).to_have_count(0)
+    assert page.evaluate("sessionStorage.getItem('jobflow.token')") is None
+
+
+def test_every_page(page, server):
+    server.create_job("page-tour", description="Shown on every page")
+    server.trigger("page-tour")
+    done = wait_settled(server, "page-tour")
+    assert done["status"] == "SUCCESS", done
+    sign_in(page, server)
+
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    expect(page.locator(".stat", has_text="Fires, last hour")).to_be_visible()
+    expect(page.locator(".stat", has_text="Failures, last hour")).to_be_visible()
+    expect(page.locator(".stat", has_text="Fire delay")).to_be_visible()
+    expect(page.get_by_text("compensation leader").first).to_be_visible()
+    expect(page.locator("tr", has_text="demo")).to_contain_text(server.executor)
+    screenshot(page, "overview")
+
+    nav(page, "Jobs").click()
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    tour = row(page, "page-tour")
+    expect(tour).to_contain_text("every day at 03:00")
+    expect(tour.locator(".badge")).to_have_text("SUCCESS")
+    page.get_by_label("Name starts with").fill("zzz")
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_text("No jobs match.")).to_be_visible()
+    page.get_by_label("Name starts with").fill("page-")
+    page.get_by_role("button", name="Search").click()
+    expect(row(page, "page-tour")).to_be_visible()
+    screenshot(page, "jobs")
+
+    row(page, "page-tour").get_by_role("link", name="page-tour").click()
+    expect(page.get_by_role("heading", name="page-tour")).to_be_visible()
+    expect(page.get_by_text("Shown on every page")).to_be_visible()
+    expect(page.locator(".fire-times li")).to_have_count(10)
+    expect(page.locator("#history-title")).to_have_text("History")
+    expect(page.locator("table.executions .badge")).to_have_text(["SUCCESS"])
+    screenshot(page, "job")
+
+    page.locator("table.executions tbody tr a.mono").first.click()
+    expect(page.get_by_role("heading", name=re.compile(done["traceId"]))).to_be_visible()
+    details = page.locator("dl.definition")
+    expect(details).to_contain_text(server.executor)
+    expect(details).to_contain_text(done["executionId"])
+    expect(details).to_contain_text("0–0 of 1")
+    expect(page.get_by_role("heading", name="Retry chain")).to_be_visible()
+    screenshot(page, "execution")
+
+    nav(page, "Cluster").click()
+    expect(page.get_by_role("heading", name="Members")).to_be_visible()
+    expect(page.get_by_role("heading", name="Ownership spread")).to_be_visible()
+    page.get_by_label("Which instance owns a job?").fill("page-tour")
+    _, cluster = server.call("GET", "/api/v1/cluster")
+    owner = next(j["owner"] for j in cluster["jobs"] if j["name"] == "page-tour")
+    assert owner == cluster["selfInstance"], cluster
+    expect(row(page, "page-tour").locator("td").nth(1)).to_have_text(owner)
+    screenshot(page, "cluster")
+
+
+def test_language_switch_and_a_chinese_browser(page, server, browser):
+    sign_in(page, server)
+    page.get_by_role("button", name="Switch to Chinese").click()
+    for name in ["概览", "任务", "执行记录", "集群"]:
+        expect(page.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="退出登录")).to_be_visible()
+    page.get_by_role("button", name="切换到英文").click()
+    for name in NAV:
+        expect(page.get_by_role("link", name=name, exact=True)).to_be_visible()
+
+    context = browser.new_context(locale="zh-CN")
+    try:
+        zh = context.new_page()
+        zh.goto(server.base + "/ui/")
+        expect(zh.get_by_label("令牌")).to_be_visible()
+        assert zh.evaluate("document.documentElement.lang") == "zh-CN"
+    finally:
+        context.close()
+
+
+def test_create_trigger_and_see_the_execution_succeed(page, server):
+    sign_in(page, server)
+    nav(page, "Jobs").click()
+    page.get_by_role("link", name="New job").click()
+    expect(page.get_by_role("heading", name="New job")).to_be_visible()
+    page.get_by_label("Name", exact=True).fill("made-in-the-console")
+    page.get_by_label("Executor service").fill("demo")
+    page.get_by_label("Handler").fill("succeed")
+    page.get_by_label("Cron").fill("0 30 4 * * ?")
+    # The live preview: the next fire times from the API as you type.
+    expect(page.locator(".preview")).to_contain_text("every day at 04:30")
+    expect(page.locator(".preview li")).to_have_count(5)
+    expect(page.locator(".preview li").first).to_contain_text("04:30:00")
+    page.get_by_role("button", name="Save").click()
+
+    expect(page.get_by_role("heading", name="made-in-the-console")).to_be_visible()
+    status, job = server.call("GET", "/api/v1/jobs/made-in-the-console")
+    assert status == 200 and job["cron"] == "0 30 4 * * ?" and job["createdBy"] == "ada", job
+
+    page.get_by_role("button", name="Trigger").click()
+    expect(page.get_by_role("status")).to_contain_text("Triggered: 1 execution(s) created.")
+    expect(page.locator("table.executions .badge")).to_have_text(["SUCCESS"], timeout=20_000)
+    done = wait_settled(server, "made-in-the-console")
+    assert done["status"] == "SUCCESS" and done["triggerType"] == "MANUAL", done
+    assert done["executorInstance"] == server.executor, done
+
+
+def test_edit_with_a_bad_cron_shows_the_api_message_beside_the_field(page, server):
+    server.create_job("bad-cron-edit")
+    sign_in(page, server)
+    page.goto(server.base + "/ui/#/jobs/bad-cron-edit")
+    page.get_by_role("link", name="Edit").click()
+    expect(page.get_by_role("heading", name="Edit bad-cron-edit")).to_be_visible()
+    cron = page.get_by_label("Cron")
+    cron.fill("0 61 * * * ?")
+    page.get_by_role("button", name="Save").click()
+
+    # The same message the API gives for this body.
+    status, problem = server.call("PUT", "/api/v1/jobs/bad-cron-edit", {
+        "serviceName": "demo", "handler": "succeed", "cron": "0 61 * * * ?"})
+    assert status == 400, problem
+    message = next(e["message"] for e in problem["errors"] if e["field"] == "cron")
+    expect(page.locator("#err-cron")).to_have_text(message)
+    expect(cron).to_have_attribute("aria-invalid", "true")
+    status, job = server.call("GET", "/api/v1/jobs/bad-cron-edit")
+    assert job["cron"] == "0 0 3 * * ?", job
+
+    cron.fill("0 15 3 * * ?")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("heading", name="bad-cron-edit")).to_be_visible()
+    status, job = server.call("GET", "/api/v1/jobs/bad-cron-edit")
+    assert job["cron"] == "0 15 3 * * ?" and job["updatedBy"] == "ada", job
+
+
+def test_disable_and_enable(page, server):
+    server.create_job("toggle-me")
+    sign_in(page, server)
+    page.goto(server.base + "/ui/#/jobs/toggle-me")
+    page.get_by_role("button", name="Disable").click()
+    expect(page.get_by_role("button", name="Enable")).to_be_visible()
+    expect(page.get_by_role("button", name="Disable")).to_have_count(0)
+    assert server.call("GET", "/api/v1/jobs/toggle-me")[1]["enabled"] is False
+    nav(page, "Jobs").click()
+    expect(row(page, "toggle-me")).to_contain_text("disabled")
+
+    page.goto(server.base + "/ui/#/jobs/toggle-me")
+    page.get_by_role("button", name="Enable").click()
+    expect(page.get_by_role("button", name="Disable")).to_be_visible()
+    assert server.call("GET", "/api/v1/jobs/toggle-me")[1]["enabled"] is True
+
+
+def test_a_failed_execution_stands_out_and_can_be_retried(page, server):
+    server.create_job("always-fails", handler="fail", maxRetry=0)
+    sign_in(page, server)
+    page.goto(server.base + "/ui/#/jobs/always-fails")
+    page.get_by_role("button", name="Trigger").click()
+    failed = page.locator("table.executions tbody tr.row-bad")
+    expect(failed.locator(".badge")).to_have_text("FAILED", timeout=20_000)
+    failed.locator("a.mono").click()
+    expect(page.locator("pre.error-message")).to_contain_text("failed on purpose")
+    first_url = page.url
+    page.get_by_role("button", name="Retry").click()
+    expect(page).not_to_have_url(first_url)
+    expect(page.locator(".chain li")).to_have_count(2)
+    retry = wait_settled(server, "always-fails")
+    assert retry["triggerType"] == "RETRY" and retry["retryCount"] == 1, retry
+    assert page.url.endswith(retry["traceId"])
+
+
+def test_delete_asks_first(page, server):
+    server.create_job("delete-me")
+    sign_in(page, server)
+    page.goto(server.base + "/ui/#/jobs/delete-me")
+    page.get_by_role("button", name="Delete").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Delete job delete-me?")
+    dialog.get_by_role("button", name="Keep").click()
+    expect(dialog).to_have_count(0)
+    assert server.call("GET", "/api/v1/jobs/delete-me")[0] == 200
+
+    page.get_by_role("button", name="Delete").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    assert server.call("GET", "/api/v1/jobs/delete-me")[0] == 404
+
+
+def test_a_viewer_sees_no_write_buttons_and_an_operator_no_admin_ones(page, server):
+    server.create_job("read-only")
+    server.trigger("read-only")
+    done = wait_settled(server, "read-only")
+
+    sign_in(page, server, VIEWER)
+    expect(page.locator("#who")).to_have_text("vera (viewer)")
+    nav(page, "Jobs").click()
+    expect(row(page, "read-only")).to_be_visible()
+    expect(page.get_by_role("link", name="New job")).to_have_count(0)
+    page.goto(server.base + "/ui/#/jobs/read-only")
+    expect(page.locator("table.executions .badge")).to_have_text(["SUCCESS"])
+    for name in WRITE_BUTTONS:
+        expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
+        expect(page.get_by_role("link", name=name, exact=True)).to_have_count(0)
+    page.goto(server.base + f"/ui/#/executions/{done['traceId']}")
+    expect(page.get_by_role("heading", name="Retry chain")).to_be_visible()
+    for name in WRITE_BUTTONS:
+        expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
+
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, server, OPERATOR)
+    page.goto(server.base + "/ui/#/jobs/read-only")
+    expect(page.get_by_role("button", name="Trigger")).to_be_visible()
+    expect(page.get_by_role("button", name="Disable")).to_be_visible()
+    expect(page.get_by_role("link", name="Edit", exact=True)).to_have_count(0)
+    expect(page.get_by_role("button", name="Delete", exact=True)).to_have_count(0)
