@@ -21,7 +21,10 @@ if ! "$VENV/bin/python" -c 'import playwright, pytest' >/dev/null 2>&1; then
     PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$VENV/bin/pip" install --quiet playwright pytest
 fi
 
-cargo build --locked --quiet -p jobflow -p jobflow-demo-executor --bins
+# Two builds with the feature sets scripts/api-fuzz.sh and the demo alone use, so both stay
+# cached (one combined build would unify features differently and rebuild).
+cargo build --locked --quiet --bin jobflow
+cargo build --locked --quiet -p jobflow-demo-executor
 
 log "console browser tests (chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'))"
 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PYTHONDONTWRITEBYTECODE=1 \

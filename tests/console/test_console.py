@@ -277,3 +277,44 @@ def test_a_viewer_sees_no_write_buttons_and_an_operator_no_admin_ones(page, serv
     expect(page.get_by_role("button", name="Disable")).to_be_visible()
     expect(page.get_by_role("link", name="Edit", exact=True)).to_have_count(0)
     expect(page.get_by_role("button", name="Delete", exact=True)).to_have_count(0)
+
+
+def test_execution_search_across_jobs(page, server):
+    server.create_job("search-ok")
+    server.create_job("search-bad", handler="fail", maxRetry=0)
+    server.trigger("search-ok")
+    server.trigger("search-bad")
+    ok = wait_settled(server, "search-ok")
+    bad = wait_settled(server, "search-bad")
+    assert (ok["status"], bad["status"]) == ("SUCCESS", "FAILED")
+    sign_in(page, server)
+
+    nav(page, "Executions").click()
+    expect(page.get_by_role("heading", name="Executions")).to_be_visible()
+    results = page.locator("table.executions tbody tr")
+    expect(results.filter(has_text="search-ok")).to_contain_text("SUCCESS")
+    # Failed executions stand out.
+    expect(results.filter(has_text="search-bad")).to_have_class("row-bad")
+
+    page.get_by_label("Status").select_option("FAILED")
+    page.get_by_label("Job").fill("search-ok")
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_text("No executions match.")).to_be_visible()
+
+    page.get_by_label("Status").select_option("SUCCESS")
+    page.get_by_label("Trigger").select_option("MANUAL")
+    page.get_by_role("button", name="Search").click()
+    expect(results).to_have_count(1)
+    expect(results.locator("a.mono")).to_have_text(ok["traceId"][:12])
+    screenshot(page, "executions")
+
+    page.get_by_label("Status").select_option("")
+    page.get_by_label("Job").fill("search-bad")
+    page.get_by_label("From").fill("2099-01-01T00:00")
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_text("No executions match.")).to_be_visible()
+    page.get_by_label("From").fill("2000-01-01T00:00")
+    page.get_by_role("button", name="Search").click()
+    expect(results).to_have_count(1)
+    expect(results).to_have_class("row-bad")
+    expect(results.locator(".badge")).to_have_text("FAILED")
