@@ -4,6 +4,9 @@
 //! - `fail`: always fails (watch the scheduler retry it).
 //! - `slow`: a background handler (202) that works for `jobParams.seconds` (default 30) and
 //!   then reports success.
+//! - `sleep`: a synchronous handler that works for `jobParams.sleepMillis` (default 1000) and
+//!   then succeeds; make it slower than the job's `timeoutSeconds` to watch the executor stop
+//!   it (TIMEOUT), or cancel it while it runs.
 //! - `shardedSync`: shows which data this execution owns: for MOD_HASH the ids among
 //!   `1..=jobParams.total` (default 100) with `id % shardCount` in its range, for RANGE its
 //!   data slice, for CUSTOM its item parameters.
@@ -14,8 +17,10 @@ use jobflow_executor::{JobContext, JobExecutor, JobResult};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Params {
     seconds: Option<u64>,
+    sleep_millis: Option<u64>,
     total: Option<u64>,
 }
 
@@ -71,6 +76,12 @@ pub fn handlers(executor: JobExecutor) -> JobExecutor {
             tracing::info!(seconds, "working in the background");
             tokio::time::sleep(Duration::from_secs(seconds)).await;
             JobResult::success(format!("worked {seconds}s"))
+        })
+        .handler("sleep", |ctx: JobContext| async move {
+            let millis = params(&ctx).sleep_millis.unwrap_or(1000);
+            tracing::info!(millis, "sleeping");
+            tokio::time::sleep(Duration::from_millis(millis)).await;
+            JobResult::success(format!("slept {millis}ms"))
         })
         .handler("shardedSync", |ctx: JobContext| async move {
             let line = owned_data(&ctx);

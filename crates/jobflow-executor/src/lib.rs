@@ -22,24 +22,30 @@
 //! What the SDK does for every call:
 //! - checks the scheduler's signature (`X-JobFlow-Timestamp`, `X-JobFlow-Signature`) and
 //!   refuses unsigned, wrong or stale (> 5 min) calls with 401, unless the executor was built
-//!   with [`JobExecutor::without_signatures`];
+//!   with [`JobExecutor::without_signatures`]; status and cancel requests likewise;
 //! - parses the call into a typed [`JobContext`] (trace id, execution id, fire time, shard
 //!   range and count, strategy, RANGE data slice, CUSTOM item parameters, job params, retry
 //!   count);
-//! - runs the handler inside a tracing span carrying `trace_id`, `job` and `execution_id`
-//!   (what MDC is to the Java version), so every log line of the handler can be found by
-//!   trace id;
+//! - runs the handler in its own task inside a tracing span carrying `trace_id`, `job` and
+//!   `execution_id` (what MDC is to the Java version), so every log line of the handler can be
+//!   found by trace id;
+//! - aborts the handler when the call's `timeoutSeconds` pass (result `TIMEOUT`) or when the
+//!   scheduler cancels it (`POST {prefix}/cancel/{traceId}`, result `CANCELLED`);
 //! - maps the handler's result, or its panic, to the JobResult JSON;
-//! - for background handlers answers 202, then reports the result (signed) to the scheduler
-//!   and keeps it for the status endpoint (`GET {prefix}/status/{traceId}`) that the
-//!   scheduler's compensation asks.
+//! - remembers every execution by trace id: a repeated call never runs the handler twice
+//!   (202 while the first run goes on, then a report; the result once it is known), and
+//!   `GET {prefix}/status/{traceId}` answers for running and finished executions;
+//! - for background handlers answers 202, then reports the result (signed) to the scheduler;
+//!   a synchronous call whose caller went away is reported the same way.
 
+mod ledger;
 pub mod protocol;
+mod runtime;
 
 #[cfg(feature = "nacos")]
 pub mod nacos;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::ops::RangeInclusive;
 use std::pin::Pin;
@@ -47,18 +53,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tracing::Instrument;
 
-pub use protocol::{DataRange, ExecutorRequest, JobResult, StatusAnswer};
-use protocol::{headers, verify_signature};
+pub use ledger::KEEP_FINISHED;
+pub use protocol::{
+    DataRange, ExecutionState, ExecutorRequest, FinalStatus, JobResult, StatusAnswer,
+};
 
 /// Everything a handler knows about the execution it runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +141,7 @@ impl<E: std::fmt::Display> IntoJobResult for Result<(), E> {
         match self {
             Ok(()) => JobResult {
                 success: true,
+                status: None,
                 message: None,
             },
             Err(e) => JobResult::failure(e.to_string()),
@@ -163,35 +167,17 @@ struct Registered {
     background: bool,
 }
 
-/// How many finished background executions the status endpoint remembers.
-const REMEMBERED: usize = 10_000;
-
-#[derive(Default)]
-struct Outcomes {
-    by_trace: HashMap<String, StatusAnswer>,
-    order: VecDeque<String>,
-}
-
-impl Outcomes {
-    fn set(&mut self, trace: &str, answer: StatusAnswer) {
-        if self.by_trace.insert(trace.to_string(), answer).is_none() {
-            self.order.push_back(trace.to_string());
-            while self.order.len() > REMEMBERED {
-                if let Some(old) = self.order.pop_front() {
-                    self.by_trace.remove(&old);
-                }
-            }
-        }
-    }
-}
-
 /// Builder and state of an executor: its handlers and how calls are authenticated.
 #[derive(Clone)]
 pub struct JobExecutor {
     secret: Option<Arc<Vec<u8>>>,
     path_prefix: String,
     handlers: HashMap<String, Registered>,
-    outcomes: Arc<Mutex<Outcomes>>,
+    /// Every execution this executor runs or remembers, by trace id.
+    ledger: Arc<Mutex<ledger::Ledger>>,
+    /// When this executor began: status answers carry it so the scheduler can tell "never
+    /// had it" from "restarted since".
+    started_at: DateTime<Utc>,
     http: reqwest::Client,
 }
 
@@ -213,7 +199,8 @@ impl JobExecutor {
             secret: secret.map(Arc::new),
             path_prefix: "/internal/job".into(),
             handlers: HashMap::new(),
-            outcomes: Arc::default(),
+            ledger: Arc::new(Mutex::new(ledger::Ledger::new(KEEP_FINISHED))),
+            started_at: Utc::now(),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()
@@ -225,6 +212,14 @@ impl JobExecutor {
     /// metadata key `jobflow.path-prefix`). Default `/internal/job`.
     pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.path_prefix = prefix.into().trim_end_matches('/').to_string();
+        self
+    }
+
+    /// How many finished executions are remembered for status questions and repeated calls
+    /// (default [`KEEP_FINISHED`]); the oldest-finished are forgotten first. Running ones are
+    /// always remembered.
+    pub fn keep_finished(mut self, count: usize) -> Self {
+        self.ledger = Arc::new(Mutex::new(ledger::Ledger::new(count)));
         self
     }
 
@@ -265,173 +260,20 @@ impl JobExecutor {
         self
     }
 
-    /// The axum router: `POST {prefix}/{handler}` and `GET {prefix}/status/{traceId}`.
+    /// The axum router: `POST {prefix}/{handler}`, `GET {prefix}/status/{traceId}` and
+    /// `POST {prefix}/cancel/{traceId}`.
     pub fn router(self) -> Router {
         let prefix = self.path_prefix.clone();
         Router::new()
-            .route(&format!("{prefix}/status/{{trace_id}}"), get(status))
-            .route(&format!("{prefix}/{{handler}}"), post(execute))
+            .route(
+                &format!("{prefix}/status/{{trace_id}}"),
+                get(runtime::status),
+            )
+            .route(
+                &format!("{prefix}/cancel/{{trace_id}}"),
+                post(runtime::cancel),
+            )
+            .route(&format!("{prefix}/{{handler}}"), post(runtime::execute))
             .with_state(Arc::new(self))
-    }
-
-    fn check_signature(
-        &self,
-        uri: &Uri,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Result<(), &'static str> {
-        let Some(secret) = &self.secret else {
-            return Ok(());
-        };
-        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let ts = header(headers::TIMESTAMP)
-            .ok_or("unsigned call refused")?
-            .parse::<i64>()
-            .map_err(|_| "bad signature timestamp")?;
-        let sig = header(headers::SIGNATURE).ok_or("unsigned call refused")?;
-        let trace = header(headers::TRACE_ID).unwrap_or("");
-        if verify_signature(secret, "POST", uri.path(), ts, trace, body, sig, Utc::now()) {
-            Ok(())
-        } else {
-            Err("signature wrong or stale")
-        }
-    }
-
-    /// Posts a background result to the scheduler, signed, retrying a few times.
-    async fn report(&self, url: &str, trace_id: &str, result: &JobResult) {
-        let body = serde_json::to_vec(result).expect("result serialises");
-        let Ok(parsed) = reqwest::Url::parse(url) else {
-            return tracing::warn!(url, "report URL is not a URL");
-        };
-        for attempt in 0..5u32 {
-            let mut req = self
-                .http
-                .post(url)
-                .header("content-type", "application/json")
-                .header(headers::TRACE_ID, trace_id);
-            if let Some(secret) = &self.secret {
-                let ts = Utc::now().timestamp();
-                req = req.header(headers::TIMESTAMP, ts).header(
-                    headers::SIGNATURE,
-                    protocol::signature(secret, "POST", parsed.path(), ts, trace_id, &body),
-                );
-            }
-            match req.body(body.clone()).send().await {
-                // 409: the scheduler settled the execution already (compensation); done.
-                Ok(r) if r.status().is_success() || r.status() == StatusCode::CONFLICT => return,
-                Ok(r) => tracing::warn!(
-                    status = r.status().as_u16(),
-                    attempt,
-                    "result report refused"
-                ),
-                Err(e) => tracing::warn!(error = %e, attempt, "result report failed"),
-            }
-            tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
-        }
-        tracing::error!(
-            "result could not be reported; the scheduler's compensation will ask the status endpoint"
-        );
-    }
-}
-
-fn reply(status: StatusCode, result: JobResult) -> Response {
-    (status, axum::Json(result)).into_response()
-}
-
-async fn execute(
-    State(ex): State<Arc<JobExecutor>>,
-    Path(handler): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Err(why) = ex.check_signature(&uri, &headers, &body) {
-        tracing::warn!(handler, why, "call refused");
-        return reply(StatusCode::UNAUTHORIZED, JobResult::failure(why));
-    }
-    let Some(registered) = ex.handlers.get(&handler).cloned() else {
-        return reply(
-            StatusCode::NOT_FOUND,
-            JobResult::failure(format!("no handler `{handler}`")),
-        );
-    };
-    let request: ExecutorRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => {
-            return reply(
-                StatusCode::BAD_REQUEST,
-                JobResult::failure(format!("not a JobFlow call: {e}")),
-            );
-        }
-    };
-    let report_url = request.report_url.clone();
-    let ctx = JobContext::from_request(request);
-    let span = tracing::info_span!("job", trace_id = %ctx.trace_id, job = %ctx.job_name, execution_id = %ctx.execution_id);
-    let trace_id = ctx.trace_id.clone();
-    // Spawned so that a panic becomes a failed result instead of a dropped connection.
-    let run = tokio::spawn((registered.run)(ctx).instrument(span.clone()));
-    let settle = async move {
-        match run.await {
-            Ok(r) => r,
-            Err(e) if e.is_panic() => {
-                let payload = e.into_panic();
-                let msg = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned());
-                tracing::error!(panic = msg.as_deref().unwrap_or("?"), "handler panicked");
-                JobResult::failure(format!(
-                    "handler panicked: {}",
-                    msg.unwrap_or_else(|| "unknown cause".into())
-                ))
-            }
-            Err(_) => JobResult::failure("handler was cancelled"),
-        }
-    };
-    if !registered.background {
-        let result = settle.await;
-        span.in_scope(|| tracing::info!(success = result.success, "job finished"));
-        return reply(StatusCode::OK, result);
-    }
-    ex.outcomes.lock().expect("outcomes lock").set(
-        &trace_id,
-        StatusAnswer {
-            status: "RUNNING".into(),
-            message: None,
-        },
-    );
-    let ex2 = ex.clone();
-    tokio::spawn(
-        async move {
-            let result = settle.await;
-            tracing::info!(
-                success = result.success,
-                "background job finished; reporting"
-            );
-            let status = if result.success { "SUCCESS" } else { "FAILED" };
-            ex2.outcomes.lock().expect("outcomes lock").set(
-                &trace_id,
-                StatusAnswer {
-                    status: status.into(),
-                    message: result.message.clone(),
-                },
-            );
-            ex2.report(&report_url, &trace_id, &result).await;
-        }
-        .instrument(span),
-    );
-    StatusCode::ACCEPTED.into_response()
-}
-
-async fn status(State(ex): State<Arc<JobExecutor>>, Path(trace_id): Path<String>) -> Response {
-    match ex
-        .outcomes
-        .lock()
-        .expect("outcomes lock")
-        .by_trace
-        .get(&trace_id)
-    {
-        Some(answer) => (StatusCode::OK, axum::Json(answer.clone())).into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
     }
 }

@@ -124,11 +124,15 @@ async fn results_errors_and_panics_become_job_results() {
         call(&addr, &request("fails", "x"), None).await.1,
         json!({"success": false, "message": "upstream said no"})
     );
-    let (status, body) = call(&addr, &request("panics", "x"), None).await;
+    // Each call is a new execution: the SDK answers a known trace id from memory.
+    let mut panics = request("panics", "x");
+    panics.trace_id = "trace-of-the-panic".into();
+    let (status, body) = call(&addr, &panics, None).await;
     assert_eq!(status, 200);
     assert_eq!(body["success"], false);
     assert!(body["message"].as_str().unwrap().contains("boom"));
     let mut r = request("range", "x");
+    r.trace_id = "trace-of-the-range".into();
     r.shard_strategy = "RANGE".into();
     r.data_range = Some(jobflow_executor::DataRange {
         start: 101,
@@ -180,14 +184,36 @@ async fn background_handlers_answer_202_then_report_signed() {
     );
     let (status, _) = call(&addr, &req, Some((SECRET, Utc::now().timestamp()))).await;
     assert_eq!(status, 202);
-    let status_url = format!("http://{addr}/internal/job/status/{}", req.trace_id);
-    let running: Value = reqwest::get(&status_url)
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(running["status"], "RUNNING");
+    let status_path = protocol::status_path("/internal/job", &req.trace_id);
+    let status = || async {
+        let ts = Utc::now().timestamp();
+        let resp = reqwest::Client::new()
+            .get(format!("http://{addr}{status_path}"))
+            .header(headers::TRACE_ID, &req.trace_id)
+            .header(headers::TIMESTAMP, ts)
+            .header(
+                headers::SIGNATURE,
+                protocol::signature(
+                    SECRET.as_bytes(),
+                    "GET",
+                    &status_path,
+                    ts,
+                    &req.trace_id,
+                    b"",
+                ),
+            )
+            .send()
+            .await
+            .unwrap();
+        let mut body: Value = resp.json().await.unwrap();
+        assert!(body["startedAt"].is_string());
+        body.as_object_mut().unwrap().remove("startedAt");
+        body
+    };
+    assert_eq!(
+        status().await,
+        json!({"traceId": req.trace_id, "status": "RUNNING"})
+    );
     for _ in 0..50 {
         if !reports.lock().unwrap().is_empty() {
             break;
@@ -202,21 +228,8 @@ async fn background_handlers_answer_202_then_report_signed() {
             json!({"success": true, "message": "done city-report"})
         )]
     );
-    let done: Value = reqwest::get(&status_url)
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
     assert_eq!(
-        done,
-        json!({"status": "SUCCESS", "message": "done city-report"})
-    );
-    assert_eq!(
-        reqwest::get(format!("http://{addr}/internal/job/status/unknown"))
-            .await
-            .unwrap()
-            .status(),
-        404
+        status().await,
+        json!({"traceId": req.trace_id, "status": "SUCCESS", "message": "done city-report"})
     );
 }
