@@ -351,6 +351,7 @@ mod tests {
             id: 1,
             spec: JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now())
                 .unwrap(),
+            source: Default::default(),
             created_at: Utc::now(),
             updated_at: Utc::now(),
             created_by: None,

@@ -176,6 +176,7 @@ fn job(name: &str, max_retry: i64, channels: &[&str]) -> JobDefinition {
     JobDefinition {
         id: 1,
         spec: JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap(),
+        source: Default::default(),
         created_at: Utc::now(),
         updated_at: Utc::now(),
         created_by: None,
