@@ -216,3 +216,164 @@ fn check_config_exits_1_naming_the_bad_key() {
     assert_eq!(code, Some(1));
     assert!(err.contains("`--config`"), "{err}");
 }
+
+/// A MariaDB/MySQL database of its own, dropped at the end.
+struct FreshMySqlDb {
+    server: String,
+    name: String,
+}
+
+impl FreshMySqlDb {
+    fn server_url() -> String {
+        std::env::var("JOBFLOW_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
+    }
+
+    fn run<T>(fut: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(fut)
+    }
+
+    fn sql(server: &str, statement: String) -> Result<(), sqlx::Error> {
+        use sqlx::Connection;
+        Self::run(async {
+            let mut conn = sqlx::MySqlConnection::connect(server).await?;
+            sqlx::query(sqlx::AssertSqlSafe(statement))
+                .execute(&mut conn)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn create() -> Self {
+        let server = Self::server_url();
+        let name = format!("jobflow_start_{:016x}", rand::random::<u64>());
+        Self::sql(
+            &server,
+            format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4"),
+        )
+        .unwrap_or_else(|e| panic!("MySQL/MariaDB is required for this test ({server}): {e}"));
+        Self { server, name }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/{}", self.server, self.name)
+    }
+
+    /// (version, success) of every row of sqlx's migration table.
+    fn applied(&self) -> Vec<(i64, bool)> {
+        use sqlx::Connection;
+        Self::run(async {
+            let mut conn = sqlx::MySqlConnection::connect(&self.url()).await.unwrap();
+            sqlx::query_as("SELECT version, success FROM _sqlx_migrations ORDER BY version")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap()
+        })
+    }
+}
+
+impl Drop for FreshMySqlDb {
+    fn drop(&mut self) {
+        let _ = Self::sql(
+            &self.server,
+            format!("DROP DATABASE IF EXISTS `{}`", self.name),
+        );
+    }
+}
+
+/// Instances of the test, killed when it ends however it ends.
+struct Instances(Vec<std::process::Child>);
+
+impl Drop for Instances {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts `n` instances at once on one fresh database; each must come up and answer ready.
+fn start_together(n: usize) {
+    let db = FreshMySqlDb::create();
+    let dirs: Vec<_> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut instances = Instances(Vec::new());
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, dir) in dirs.iter().enumerate() {
+        let mut child = jobflow(dir.path())
+            .env("JOBFLOW__DATABASE__URL", db.url())
+            .env("JOBFLOW__SERVER__HOST", "127.0.0.1")
+            .env("JOBFLOW__SERVER__PORT", "0")
+            .env("JOBFLOW__LOG__FORMAT", "json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        instances.0.push(child);
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let mut seen = Vec::new();
+            let mut addr = None;
+            for line in lines.by_ref() {
+                let Ok(line) = line else { break };
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                if v["message"] == "JobFlow listening" {
+                    addr = v["addr"].as_str().map(str::to_string);
+                    break;
+                }
+                seen.push(line);
+            }
+            let outcome = match addr {
+                Some(a) => Ok(a),
+                None => {
+                    let mut err = String::new();
+                    let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut err);
+                    Err(format!(
+                        "instance {i} stopped before listening:\n{}\n{err}",
+                        seen.join("\n")
+                    ))
+                }
+            };
+            tx.send(outcome).unwrap();
+            // Keep reading so the instance never writes into a closed pipe.
+            lines.for_each(drop);
+        });
+    }
+    let mut addrs = Vec::new();
+    for _ in 0..n {
+        let outcome = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("every instance either listens or stops within 2 minutes");
+        addrs.push(outcome.unwrap_or_else(|e| panic!("{n} instances together: {e}")));
+    }
+    for addr in &addrs {
+        let ready = reqwest::blocking::get(format!("http://{addr}/health/ready")).unwrap();
+        assert_eq!(ready.status(), 200, "{addr} of {n} is not ready");
+    }
+    let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/mysql"))
+        .unwrap()
+        .count();
+    let applied = db.applied();
+    assert_eq!(
+        applied.len(),
+        files,
+        "every migration applied once: {applied:?}"
+    );
+    assert!(applied.iter().all(|(_, ok)| *ok), "{applied:?}");
+}
+
+/// sqlx's own lock is `GET_LOCK(name, -1)`, which MariaDB answers NULL at once: without a lock
+/// that works on both servers, instances started together die with "migration … is
+/// partially applied".
+#[test]
+fn instances_started_together_on_a_fresh_mysql_database_all_come_up() {
+    start_together(3);
+    start_together(5);
+}

@@ -49,6 +49,9 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
     #[error(transparent)]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Another instance holds the migration lock for longer than we wait.
+    #[error("{0}")]
+    MigrationLock(String),
     /// A batched write failed; every write of the batch gets the database's message.
     #[error("batched write failed: {0}")]
     Batch(String),

@@ -1,4 +1,9 @@
 //! MySQL 8 / MariaDB 10.11: the production backend shared by every scheduler instance.
+//!
+//! Migrations run under a named lock of our own, because sqlx's (`GET_LOCK(name, -1)`, wait
+//! forever) is answered NULL at once by MariaDB, so instances started together raced each
+//! other into "migration … is partially applied". `GET_LOCK` with a positive timeout works
+//! on both servers.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -8,6 +13,11 @@ use sqlx::migrate::Migrator;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
 use super::StoreError;
+
+/// The named lock every instance takes before migrating.
+pub const MIGRATION_LOCK: &str = "jobflow_migrate";
+/// How long an instance waits for another one's migration before giving up.
+pub const MIGRATION_LOCK_WAIT: Duration = Duration::from_secs(60);
 
 pub struct MySqlStore {
     pool: MySqlPool,
@@ -36,6 +46,41 @@ impl MySqlStore {
             .connect_with(options)
             .await?;
         Ok(Self { pool })
+    }
+
+    /// Applies the pending migrations while holding [`MIGRATION_LOCK`] on one connection: the
+    /// instances that wait find the schema migrated when their turn comes, and apply nothing.
+    async fn run_migrations(&self) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        // The lock belongs to the session: closing the connection releases it whatever
+        // happens below, even if this future is dropped.
+        conn.close_on_drop();
+        let granted: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
+            .bind(MIGRATION_LOCK)
+            .bind(MIGRATION_LOCK_WAIT.as_secs())
+            .fetch_one(&mut *conn)
+            .await?;
+        if granted != Some(1) {
+            return Err(StoreError::MigrationLock(format!(
+                "could not take the database lock `{MIGRATION_LOCK}` within {}s \
+                 (GET_LOCK answered {}): another instance is migrating this schema, or a \
+                 session still holds the lock (see SELECT IS_USED_LOCK('{MIGRATION_LOCK}'))",
+                MIGRATION_LOCK_WAIT.as_secs(),
+                granted.map_or("NULL".to_string(), |g| g.to_string()),
+            )));
+        }
+        let mut migrator = Self::MIGRATOR;
+        migrator.set_locking(false);
+        // `run_direct` is `run` on a connection we hold: `run(&mut conn)` trips a known
+        // "Acquire is not general enough" error inside the Send future of the trait.
+        let migrated = migrator.run_direct(None, &mut *conn, false).await;
+        let released = sqlx::query("SELECT RELEASE_LOCK(?)")
+            .bind(MIGRATION_LOCK)
+            .execute(&mut *conn)
+            .await;
+        migrated?;
+        released?;
+        Ok(())
     }
 }
 

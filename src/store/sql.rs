@@ -23,7 +23,7 @@ macro_rules! execution_columns {
 }
 
 /// Implements `Store` for `$store` (which has a `pool: sqlx::Pool<$db>` field and a
-/// `MIGRATOR`) with the portable SQL. What differs between the backends: `$lock_rows` ends a
+/// `run_migrations` method) with the portable SQL. What differs between the backends: `$lock_rows` ends a
 /// SELECT that must lock the rows it reads until the commit (SQLite has one writer and no
 /// such clause).
 macro_rules! sql_store {
@@ -325,8 +325,8 @@ macro_rules! sql_store {
             }
 
             async fn migrate(&self) -> Result<(), $crate::store::StoreError> {
-                Self::MIGRATOR.run(&self.pool).await?;
-                Ok(())
+                // Each backend guards concurrent start-ups in its own way.
+                self.run_migrations().await
             }
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {

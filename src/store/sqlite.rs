@@ -41,6 +41,12 @@ impl SqliteStore {
             .await?;
         Ok(Self { pool })
     }
+
+    /// One writer: sqlx's own migration run needs no further lock.
+    async fn run_migrations(&self) -> Result<(), StoreError> {
+        Self::MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
 }
 
 sql_store!(SqliteStore, Sqlite, "sqlite", "");
