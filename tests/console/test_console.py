@@ -68,62 +68,6 @@ def test_sign_in_keeps_the_token_for_the_session_and_sign_out_clears_it(page, se
     assert page.evaluate("sessionStorage.getItem('jobflow.token')") is None
 
 
-def test_every_page(page, server):
-    server.create_job("page-tour", description="Shown on every page")
-    server.trigger("page-tour")
-    done = wait_settled(server, "page-tour")
-    assert done["status"] == "SUCCESS", done
-    sign_in(page, server)
-
-    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
-    expect(page.locator(".stat", has_text="Fires, last hour")).to_be_visible()
-    expect(page.locator(".stat", has_text="Failures, last hour")).to_be_visible()
-    expect(page.locator(".stat", has_text="Fire delay")).to_be_visible()
-    expect(page.get_by_text("compensation leader").first).to_be_visible()
-    expect(page.locator("tr", has_text="demo")).to_contain_text(server.executor)
-    screenshot(page, "overview")
-
-    nav(page, "Jobs").click()
-    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
-    tour = row(page, "page-tour")
-    expect(tour).to_contain_text("every day at 03:00")
-    expect(tour.locator(".badge")).to_have_text("SUCCESS")
-    page.get_by_label("Name starts with").fill("zzz")
-    page.get_by_role("button", name="Search").click()
-    expect(page.get_by_text("No jobs match.")).to_be_visible()
-    page.get_by_label("Name starts with").fill("page-")
-    page.get_by_role("button", name="Search").click()
-    expect(row(page, "page-tour")).to_be_visible()
-    screenshot(page, "jobs")
-
-    row(page, "page-tour").get_by_role("link", name="page-tour").click()
-    expect(page.get_by_role("heading", name="page-tour")).to_be_visible()
-    expect(page.get_by_text("Shown on every page")).to_be_visible()
-    expect(page.locator(".fire-times li")).to_have_count(10)
-    expect(page.locator("#history-title")).to_have_text("History")
-    expect(page.locator("table.executions .badge")).to_have_text(["SUCCESS"])
-    screenshot(page, "job")
-
-    page.locator("table.executions tbody tr a.mono").first.click()
-    expect(page.get_by_role("heading", name=re.compile(done["traceId"]))).to_be_visible()
-    details = page.locator("dl.definition")
-    expect(details).to_contain_text(server.executor)
-    expect(details).to_contain_text(done["executionId"])
-    expect(details).to_contain_text("0–0 of 1")
-    expect(page.get_by_role("heading", name="Retry chain")).to_be_visible()
-    screenshot(page, "execution")
-
-    nav(page, "Cluster").click()
-    expect(page.get_by_role("heading", name="Members")).to_be_visible()
-    expect(page.get_by_role("heading", name="Ownership spread")).to_be_visible()
-    page.get_by_label("Which instance owns a job?").fill("page-tour")
-    _, cluster = server.call("GET", "/api/v1/cluster")
-    owner = next(j["owner"] for j in cluster["jobs"] if j["name"] == "page-tour")
-    assert owner == cluster["selfInstance"], cluster
-    expect(row(page, "page-tour").locator("td").nth(1)).to_have_text(owner)
-    screenshot(page, "cluster")
-
-
 def test_language_switch_and_a_chinese_browser(page, server, browser):
     sign_in(page, server)
     page.get_by_role("button", name="Switch to Chinese").click()
@@ -152,6 +96,7 @@ def test_create_trigger_and_see_the_execution_succeed(page, server):
     page.get_by_label("Name", exact=True).fill("made-in-the-console")
     page.get_by_label("Executor service").fill("demo")
     page.get_by_label("Handler").fill("succeed")
+    page.get_by_label("Overlap policy").select_option("SKIP")
     page.get_by_label("Cron").fill("0 30 4 * * ?")
     # The live preview: the next fire times from the API as you type.
     expect(page.locator(".preview")).to_contain_text("every day at 04:30")
@@ -162,6 +107,7 @@ def test_create_trigger_and_see_the_execution_succeed(page, server):
     expect(page.get_by_role("heading", name="made-in-the-console")).to_be_visible()
     status, job = server.call("GET", "/api/v1/jobs/made-in-the-console")
     assert status == 200 and job["cron"] == "0 30 4 * * ?" and job["createdBy"] == "ada", job
+    assert job["overlapPolicy"] == "SKIP" and job["routeStrategy"] == "ROUND_ROBIN", job
 
     page.get_by_role("button", name="Trigger").click()
     expect(page.get_by_role("status")).to_contain_text("Triggered: 1 execution(s) created.")
@@ -295,6 +241,7 @@ def test_execution_search_across_jobs(page, server):
     expect(results.filter(has_text="search-ok")).to_contain_text("SUCCESS")
     # Failed executions stand out.
     expect(results.filter(has_text="search-bad")).to_have_class("row-bad")
+    screenshot(page, "executions")
 
     page.get_by_label("Status").select_option("FAILED")
     page.get_by_label("Job").fill("search-ok")
@@ -306,7 +253,6 @@ def test_execution_search_across_jobs(page, server):
     page.get_by_role("button", name="Search").click()
     expect(results).to_have_count(1)
     expect(results.locator("a.mono")).to_have_text(ok["traceId"][:12])
-    screenshot(page, "executions")
 
     page.get_by_label("Status").select_option("")
     page.get_by_label("Job").fill("search-bad")
@@ -318,3 +264,94 @@ def test_execution_search_across_jobs(page, server):
     expect(results).to_have_count(1)
     expect(results).to_have_class("row-bad")
     expect(results.locator(".badge")).to_have_text("FAILED")
+
+
+def test_every_page(page, server):
+    server.create_job("page-tour", description="Shown on every page")
+    server.trigger("page-tour")
+    done = wait_settled(server, "page-tour")
+    assert done["status"] == "SUCCESS", done
+    # Last in this file, so the other tests' jobs and executions fill the pages.
+    transfers = []
+    page.on("requestfinished", lambda r: transfers.append(r))
+    sign_in(page, server)
+
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    expect(page.locator(".stat", has_text="Fires, last hour")).to_be_visible()
+    expect(page.locator(".stat", has_text="Failures, last hour")).to_be_visible()
+    expect(page.locator(".stat", has_text="Fire delay")).to_be_visible()
+    expect(page.get_by_text("compensation leader").first).to_be_visible()
+    expect(page.locator("tr", has_text="demo")).to_contain_text(server.executor)
+    screenshot(page, "overview")
+    check_page_weight(transfers)
+
+    nav(page, "Jobs").click()
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    tour = row(page, "page-tour")
+    expect(tour).to_contain_text("every day at 03:00")
+    expect(tour.locator(".badge")).to_have_text("SUCCESS")
+    page.get_by_label("Name starts with").fill("zzz")
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_text("No jobs match.")).to_be_visible()
+    page.get_by_label("Name starts with").fill("page-")
+    page.get_by_role("button", name="Search").click()
+    expect(row(page, "page-tour")).to_be_visible()
+    screenshot(page, "jobs")
+
+    row(page, "page-tour").get_by_role("link", name="page-tour").click()
+    expect(page.get_by_role("heading", name="page-tour")).to_be_visible()
+    expect(page.get_by_text("Shown on every page")).to_be_visible()
+    expect(page.locator(".fire-times li")).to_have_count(10)
+    expect(page.locator("#history-title")).to_have_text("History")
+    expect(page.locator("table.executions .badge")).to_have_text(["SUCCESS"])
+    screenshot(page, "job")
+
+    page.locator("table.executions tbody tr a.mono").first.click()
+    expect(page.get_by_role("heading", name=re.compile(done["traceId"]))).to_be_visible()
+    details = page.locator("dl.definition")
+    expect(details).to_contain_text(server.executor)
+    expect(details).to_contain_text(done["executionId"])
+    expect(details).to_contain_text("0–0 of 1")
+    expect(page.get_by_role("heading", name="Retry chain")).to_be_visible()
+    screenshot(page, "execution")
+
+    nav(page, "Cluster").click()
+    expect(page.get_by_role("heading", name="Members")).to_be_visible()
+    expect(page.get_by_role("heading", name="Ownership spread")).to_be_visible()
+    page.get_by_label("Which instance owns a job?").fill("page-tour")
+    _, cluster = server.call("GET", "/api/v1/cluster")
+    owner = next(j["owner"] for j in cluster["jobs"] if j["name"] == "page-tour")
+    assert owner == cluster["selfInstance"], cluster
+    expect(row(page, "page-tour").locator("td").nth(1)).to_have_text(owner)
+    screenshot(page, "cluster")
+
+    # Readable on a phone: no page is wider than the screen (wide tables scroll inside).
+    page.set_viewport_size({"width": 390, "height": 844})
+    for hash_ in ["#/overview", "#/jobs", "#/jobs/page-tour", f"#/executions/{done['traceId']}",
+                  "#/executions", "#/cluster", "#/jobs/page-tour/edit"]:
+        page.goto(server.base + "/ui/" + hash_)
+        expect(page.locator("main h1")).to_be_visible()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{hash_} is {width}px wide on a 390px screen"
+    page.goto(server.base + "/ui/#/jobs/page-tour")
+    expect(page.locator(".fire-times li")).to_have_count(10)
+    screenshot(page, "phone")
+
+
+# What the first visit costs: every console file, gzipped, plus the API calls of the page.
+PAGE_WEIGHT_BUDGET = 40_000
+
+
+def check_page_weight(transfers):
+    files = [r for r in transfers if "/ui/" in r.url]
+    assert len(files) >= 14, [r.url for r in files]
+    total = 0
+    for r in transfers:
+        sizes = r.sizes()
+        total += sizes["responseBodySize"] + sizes["responseHeadersSize"]
+        # The favicon is smaller than its gzip encoding and goes as it is.
+        if "/ui/" in r.url and not r.url.endswith(".svg"):
+            encoding = r.response().header_value("content-encoding")
+            assert encoding == "gzip", f"{r.url} was sent {encoding or 'uncompressed'}"
+    print(f"\nfirst visit to the overview: {len(transfers)} requests, {total} bytes transferred")
+    assert total < PAGE_WEIGHT_BUDGET, total

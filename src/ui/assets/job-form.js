@@ -8,9 +8,8 @@ import { cronWords } from './cron-words.js';
 
 const PREVIEW_DELAY_MS = 300;
 
-/// Fields a job answer has that the request takes back unchanged when the form has no control
-/// for them (added by newer servers); only those the server sent are passed on.
-const PASS_THROUGH = ['routeStrategy', 'overlapPolicy', 'childJobs', 'alertChannels'];
+/// A comma-separated list as an array (empty entries dropped).
+const list = (text) => text.split(',').map((x) => x.trim()).filter(Boolean);
 
 function select(options, value) {
   return h('select', {}, options.map((o) => h('option', { value: o, selected: o === value }, o)));
@@ -26,6 +25,7 @@ export async function jobFormPage(name) {
     name: '', serviceName: '', handler: '', cron: '0 0 * * * ?', timezone: '', enabled: true,
     shardCount: 1, shardStrategy: 'MOD_HASH', shardParams: null, jobParams: null,
     timeoutSeconds: 300, maxRetry: 3, misfirePolicy: 'FIRE_ONCE_NOW', description: '',
+    routeStrategy: 'ROUND_ROBIN', overlapPolicy: 'ALLOW', childJobs: [], alertChannels: [],
   };
   const c = {
     name: h('input', { type: 'text', value: v.name, required: true, maxlength: 100, readOnly: !!job }),
@@ -41,6 +41,10 @@ export async function jobFormPage(name) {
     timeoutSeconds: h('input', { type: 'number', value: String(v.timeoutSeconds), min: 1, max: 86400 }),
     maxRetry: h('input', { type: 'number', value: String(v.maxRetry), min: 0, max: 100 }),
     misfirePolicy: select(['FIRE_ONCE_NOW', 'DO_NOTHING'], v.misfirePolicy),
+    routeStrategy: select(['ROUND_ROBIN', 'FIRST', 'RANDOM', 'CONSISTENT_HASH', 'LEAST_BUSY'], v.routeStrategy || 'ROUND_ROBIN'),
+    overlapPolicy: select(['ALLOW', 'SKIP', 'COVER'], v.overlapPolicy || 'ALLOW'),
+    childJobs: h('input', { type: 'text', value: (v.childJobs || []).join(', ') }),
+    alertChannels: h('input', { type: 'text', value: (v.alertChannels || []).join(', ') }),
     description: h('textarea', { rows: 2 }, v.description || ''),
   };
 
@@ -96,6 +100,11 @@ export async function jobFormPage(name) {
       field('timeoutSeconds', t('f.timeoutSeconds'), c.timeoutSeconds),
       field('maxRetry', t('f.maxRetry'), c.maxRetry),
       field('misfirePolicy', t('f.misfirePolicy'), c.misfirePolicy)),
+    h('div', { class: 'row' },
+      field('routeStrategy', t('f.routeStrategy'), c.routeStrategy),
+      field('overlapPolicy', t('f.overlapPolicy'), c.overlapPolicy)),
+    field('childJobs', t('f.childJobs'), c.childJobs, t('form.listHint')),
+    field('alertChannels', t('f.alertChannels'), c.alertChannels, t('form.listHint')),
     field('description', t('f.description'), c.description),
     general,
     h('div', { class: 'actions' },
@@ -138,6 +147,10 @@ export async function jobFormPage(name) {
       timeoutSeconds: num('timeoutSeconds'),
       maxRetry: num('maxRetry'),
       misfirePolicy: c.misfirePolicy.value,
+      routeStrategy: c.routeStrategy.value,
+      overlapPolicy: c.overlapPolicy.value,
+      childJobs: list(c.childJobs.value),
+      alertChannels: list(c.alertChannels.value),
     };
     if (!job) b.name = c.name.value.trim();
     const tz = c.timezone.value.trim();
@@ -145,7 +158,6 @@ export async function jobFormPage(name) {
     const description = c.description.value.trim();
     if (description) b.description = description;
     for (const k of Object.keys(b)) if (b[k] === null) delete b[k];
-    for (const k of PASS_THROUGH) if (job && job[k] !== undefined) b[k] = job[k];
     return { b, errors };
   }
 
@@ -167,7 +179,13 @@ export async function jobFormPage(name) {
       flash(t('form.saved'));
       location.hash = `#/jobs/${enc(saved.name)}`;
     } catch (err) {
-      const unplaced = Object.entries(err.fields).filter(([k, m]) => !setError(k, m));
+      // `childJobs[1]` is shown beside `childJobs`.
+      const placed = {};
+      for (const [k, m] of Object.entries(err.fields)) {
+        const base = k.split(/[[.]/)[0];
+        placed[base] = placed[base] ? `${placed[base]}; ${m}` : m;
+      }
+      const unplaced = Object.entries(placed).filter(([k, m]) => !setError(k, m));
       if (Object.keys(err.fields).length === 0 || unplaced.length) {
         mount(general, errorBox({ message: t('form.failed', { message: err.message }) }));
       }
