@@ -124,3 +124,55 @@ ensure_chromium() {
         exit 1
     fi
 }
+
+# A second MariaDB that accepts TLS connections only (require_secure_transport=ON), on a free
+# port with its own data directory and a CA made for this run. Sets JOBFLOW_TEST_TLS_MYSQL_URL
+# and JOBFLOW_TEST_TLS_CA for tests/it/mysql_tls.rs; stop it with stop_tls_mariadb.
+start_tls_mariadb() {
+    TLS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/jobflow-tls-mariadb.XXXXXX")
+    local certs="$TLS_DIR/certs" data="$TLS_DIR/data"
+    mkdir -p "$certs" "$data"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=JobFlow test CA" \
+        -keyout "$certs/ca-key.pem" -out "$certs/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+        -keyout "$certs/server-key.pem" -out "$certs/server.csr" 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' > "$certs/ext.cnf"
+    openssl x509 -req -in "$certs/server.csr" -CA "$certs/ca.pem" -CAkey "$certs/ca-key.pem" \
+        -CAcreateserial -days 2 -extfile "$certs/ext.cnf" -out "$certs/server.pem" 2>/dev/null
+    mariadb-install-db --no-defaults --user="$(id -un)" --datadir="$data" \
+        --auth-root-authentication-method=normal >"$TLS_DIR/install.log" 2>&1
+    TLS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    local user_arg=()
+    [ "$(id -u)" = 0 ] && user_arg=(--user=root)
+    /usr/sbin/mariadbd --no-defaults "${user_arg[@]}" --datadir="$data" \
+        --bind-address=127.0.0.1 --port="$TLS_PORT" --socket="$TLS_DIR/mysqld.sock" \
+        --pid-file="$TLS_DIR/mysqld.pid" --skip-name-resolve --innodb-buffer-pool-size=32M \
+        --ssl-ca="$certs/ca.pem" --ssl-cert="$certs/server.pem" --ssl-key="$certs/server-key.pem" \
+        --require-secure-transport=ON >"$TLS_DIR/mysqld.log" 2>&1 &
+    TLS_PID=$!
+    for _ in $(seq 1 120); do
+        [ -S "$TLS_DIR/mysqld.sock" ] && break
+        kill -0 "$TLS_PID" 2>/dev/null || break
+        sleep 0.5
+    done
+    if ! [ -S "$TLS_DIR/mysqld.sock" ]; then
+        cat "$TLS_DIR/mysqld.log" >&2
+        echo "the TLS-only MariaDB did not start" >&2
+        exit 1
+    fi
+    # Over the socket (which counts as secure): a TCP account for the tests.
+    mariadb --no-defaults --socket="$TLS_DIR/mysqld.sock" -uroot \
+        -e "CREATE USER 'jobflow'@'127.0.0.1' IDENTIFIED BY 'tls-test-password'; GRANT ALL ON *.* TO 'jobflow'@'127.0.0.1';"
+    export JOBFLOW_TEST_TLS_MYSQL_URL="mysql://jobflow:tls-test-password@127.0.0.1:$TLS_PORT"
+    export JOBFLOW_TEST_TLS_CA="$certs/ca.pem"
+    log "TLS-only MariaDB on 127.0.0.1:$TLS_PORT (pid $TLS_PID)"
+}
+
+stop_tls_mariadb() {
+    if [ -n "${TLS_PID:-}" ]; then
+        kill "$TLS_PID" 2>/dev/null || true
+        wait "$TLS_PID" 2>/dev/null || true
+        rm -rf "$TLS_DIR"
+        TLS_PID=""
+    fi
+}

@@ -2,10 +2,11 @@
 # Runs every JobFlow check and test suite: formatting, clippy, unit tests, the integration
 # suites on SQLite and MySQL/MariaDB, the executor SDK, and the multi-process cluster suite on
 # rnacos, the deployment files' checks and the console in headless chromium. Brings up what the
-# tests need: MariaDB (installed if missing when running as root, started if stopped), rnacos
-# (cargo install rnacos --locked when missing), python3 (the protocol docs' Python executor), a
-# JDK (the Java executor example), promtool and kubernetes-validate (scripts/check-deploy.sh),
-# chromium (apt) and Playwright (PyPI) for the console.
+# tests need: MariaDB (installed if missing when running as root, started if stopped), a second,
+# TLS-only MariaDB on a free port (tests/it/mysql_tls.rs), rnacos (cargo install rnacos --locked
+# when missing), python3 (the protocol docs' Python executor), a JDK (the Java executor
+# example), promtool and kubernetes-validate (scripts/check-deploy.sh), chromium (apt) and
+# Playwright (PyPI) for the console.
 #
 # JOBFLOW_TEST_MYSQL_URL overrides the server the MySQL suite uses
 # (default mysql://root@127.0.0.1:3306; every test creates and drops its own database).
@@ -20,6 +21,8 @@ ensure_rnacos
 ensure_python
 ensure_java
 export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
+start_tls_mariadb
+trap stop_tls_mariadb EXIT
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::num::{NonZeroU16, NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use figment::Figment;
 use figment::providers::{Format, Toml};
@@ -474,6 +475,15 @@ impl Settings {
                 "must start with sqlite:// or mysql://",
             ));
         }
+        if let Some(rest) = url
+            .strip_prefix("mysql://")
+            .or_else(|| url.strip_prefix("mariadb://"))
+        {
+            // TLS settings (`ssl-mode`, `ssl-ca`) and the rest of the URL are read by sqlx;
+            // its messages name the parameter, never the password.
+            sqlx::mysql::MySqlConnectOptions::from_str(&format!("mysql://{rest}"))
+                .map_err(|e| invalid("database.url", e.to_string()))?;
+        }
         if self.scheduler.retry_backoff_max_millis < self.scheduler.retry_backoff_millis {
             return Err(invalid(
                 "scheduler.retry_backoff_max_millis",
@@ -778,6 +788,28 @@ mod tests {
         }
         let e = load(&[], &[("DISCOVERY__ADVERTISE_IP", "jobflow-1")]).unwrap_err();
         assert_eq!(e.key(), "discovery.advertise_ip", "{e}");
+    }
+
+    #[test]
+    fn database_tls_settings_are_checked_at_load() {
+        let s = load(
+            &[],
+            &[(
+                "DATABASE__URL",
+                "mysql://u:p@db:3306/jobflow?ssl-mode=verify_identity&ssl-ca=/etc/ca.pem",
+            )],
+        );
+        assert!(s.is_ok(), "{s:?}");
+        let e = load(
+            &[],
+            &[("DATABASE__URL", "mysql://u:hunter2@db/x?ssl-mode=sometimes")],
+        )
+        .unwrap_err();
+        assert_eq!(e.key(), "database.url", "{e}");
+        assert!(
+            e.to_string().contains("sometimes") && !e.to_string().contains("hunter2"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -67,12 +67,14 @@ fn the_java_example_follows_the_protocol() {
         // The canonical string in the documented order, then the raw body.
         "(\"POST\\n\" + path + \"\\n\" + ts + \"\\n\" + traceId + \"\\n\")",
         "mac.doFinal(body)",
-        "\"v1=\" + HexFormat.of().formatHex(",
+        "\"v1=\" + hex(mac.doFinal(body))",
+        "@RequestBody byte[] body",
+        "@RequestHeader(\"X-Execution-Id\")",
         "MessageDigest.isEqual(",
         "MAX_AGE_SECONDS = 300",
         "status(401)",
-        "\"success\", true",
-        "\"success\", false",
+        "result(true, ",
+        "result(false, ",
     ] {
         assert!(java.contains(needle), "the Java example lacks {needle}");
     }
