@@ -17,6 +17,7 @@ use crate::config::{DiscoveryMode, Settings};
 use crate::discovery::{self, Discovery, NacosDiscovery, Standalone};
 use crate::dispatch::Dispatcher;
 use crate::engine::{ClusterState, Engine};
+use crate::retention::Retention;
 use crate::{store, telemetry};
 
 pub struct Application {
@@ -149,6 +150,13 @@ impl Application {
         let background = CancellationToken::new();
         let engine_task = tokio::spawn(engine.run(background.clone()));
         let compensation_task = tokio::spawn(compensator.run(background.clone()));
+        let retention = Retention::new(
+            state.settings.retention.clone(),
+            state.store.clone(),
+            state.discovery.clone(),
+            state.cluster.clone(),
+        );
+        let retention_task = tokio::spawn(retention.run(background.clone()));
         state
             .discovery
             .register()
@@ -163,7 +171,7 @@ impl Application {
 
         state.discovery.deregister().await;
         background.cancel();
-        let _ = tokio::join!(engine_task, compensation_task);
+        let _ = tokio::join!(engine_task, compensation_task, retention_task);
         let grace = Duration::from_secs(state.settings.server.shutdown_grace_seconds);
         if !state.dispatcher.drain(grace).await {
             tracing::warn!(

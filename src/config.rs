@@ -39,6 +39,7 @@ pub struct Settings {
     pub auth: AuthSettings,
     pub log: LogSettings,
     pub alerts: crate::alerts::AlertsSettings,
+    pub retention: crate::retention::RetentionSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -564,6 +565,7 @@ impl Settings {
             ));
         }
         self.alerts.validate()?;
+        self.retention.validate()?;
         if !self.nacos.jobs_data_id.is_empty() && self.nacos.jobs_group.is_empty() {
             return Err(invalid(
                 "nacos.jobs_group",

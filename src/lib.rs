@@ -11,6 +11,7 @@
 //! - [`dispatch`]: shard plans, execution rows, executor HTTP calls, failover, retries.
 //! - [`alerts`]: alert channels, vendor formats and signing, throttling, background delivery.
 //! - [`compensation`]: the leader's sweep over abandoned PENDING and stuck RUNNING rows.
+//! - [`retention`]: the leader's chunked purge of old execution history.
 //! - [`discovery`]: scheduler instances and executor addresses (standalone or Nacos).
 //! - [`telemetry`]: logging and the Prometheus recorder.
 //! - [`app`]: building and running one instance.
@@ -25,6 +26,7 @@ pub mod discovery;
 pub mod dispatch;
 pub mod engine;
 pub mod jobs;
+pub mod retention;
 pub mod store;
 pub mod telemetry;
 pub mod ui;

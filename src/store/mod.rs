@@ -344,6 +344,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// What was triggered at or after `since`, for the console's overview.
     async fn activity_since(&self, since: DateTime<Utc>) -> Result<Activity, StoreError>;
+
+    /// Retention: deletes final executions (not PENDING or RUNNING) triggered before
+    /// `before`, `chunk` rows per statement along the trigger_time index; the number deleted.
+    async fn purge_executions_before(
+        &self,
+        before: DateTime<Utc>,
+        chunk: u32,
+    ) -> Result<u64, StoreError>;
+    /// Retention: deletes the final executions of `job` beyond its newest `keep` (by
+    /// trigger time, then id), `chunk` rows per statement along (job_name, trigger_time).
+    async fn cap_job_executions(&self, job: &str, keep: u32, chunk: u32)
+    -> Result<u64, StoreError>;
+    /// The names of every job, sorted.
+    async fn job_names(&self) -> Result<Vec<String>, StoreError>;
 }
 
 /// Opens the store named by `database.url` (without migrating).

@@ -834,6 +834,98 @@ macro_rules! sql_store {
                 let cron_starts: Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> = qb.build_query_as().fetch_all(&self.pool).await?;
                 Ok($crate::store::Activity { fires, by_status, cron_starts })
             }
+
+            async fn purge_executions_before(
+                &self,
+                before: chrono::DateTime<chrono::Utc>,
+                chunk: u32,
+            ) -> Result<u64, $crate::store::StoreError> {
+                self.purge_in_chunks(None, before, chunk).await
+            }
+
+            async fn cap_job_executions(
+                &self,
+                job: &str,
+                keep: u32,
+                chunk: u32,
+            ) -> Result<u64, $crate::store::StoreError> {
+                // The newest row beyond the `keep` newest: it and everything older goes.
+                let first_gone: Option<(chrono::DateTime<chrono::Utc>, i64)> = sqlx::query_as(
+                    "SELECT trigger_time, id FROM job_execution WHERE job_name = ? ORDER BY trigger_time DESC, id DESC LIMIT 1 OFFSET ?",
+                )
+                .bind(job)
+                .bind(keep as i64)
+                .fetch_optional(&self.pool)
+                .await?;
+                let Some((t, id)) = first_gone else {
+                    return Ok(0);
+                };
+                // Everything up to (t, id) inclusive: strictly before (t, id + 1).
+                self.purge_in_chunks(Some((job, id + 1)), t, chunk).await
+            }
+
+            async fn job_names(&self) -> Result<Vec<String>, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar("SELECT name FROM job_definition ORDER BY name").fetch_all(&self.pool).await?)
+            }
+        }
+
+        impl $store {
+            /// Deletes final rows ordered before (`before`, `before_id`) in (trigger_time, id)
+            /// order, of one job when `job` is given, `chunk` at a time. A keyset cursor walks
+            /// the index, so rows that stay (PENDING, RUNNING) are passed over once, not
+            /// rescanned by every chunk. `before_id` None means "trigger_time < before".
+            async fn purge_in_chunks(
+                &self,
+                job: Option<(&str, i64)>,
+                before: chrono::DateTime<chrono::Utc>,
+                chunk: u32,
+            ) -> Result<u64, $crate::store::StoreError> {
+                type Key = (chrono::DateTime<chrono::Utc>, i64);
+                let before = $crate::store::ms(before);
+                let chunk = chunk.max(1);
+                // The range being purged, and the cursor: rows after `from` only.
+                let range = |qb: &mut sqlx::QueryBuilder<$db>, from: Option<Key>| {
+                    match job {
+                        Some((name, before_id)) => {
+                            qb.push(" job_name = ").push_bind(name.to_string());
+                            qb.push(" AND (trigger_time < ").push_bind(before)
+                                .push(" OR (trigger_time = ").push_bind(before).push(" AND id < ").push_bind(before_id).push("))");
+                        }
+                        None => {
+                            qb.push(" trigger_time < ").push_bind(before);
+                        }
+                    }
+                    if let Some((t, id)) = from {
+                        qb.push(" AND (trigger_time > ").push_bind(t)
+                            .push(" OR (trigger_time = ").push_bind(t).push(" AND id > ").push_bind(id).push("))");
+                    }
+                };
+                let mut from: Option<Key> = None;
+                let mut purged = 0;
+                loop {
+                    let mut q = sqlx::QueryBuilder::<$db>::new("SELECT trigger_time, id FROM job_execution WHERE");
+                    range(&mut q, from);
+                    q.push(" ORDER BY trigger_time, id LIMIT 1 OFFSET ").push_bind(chunk as i64 - 1);
+                    let bound: Option<Key> = q.build_query_as().fetch_optional(&self.pool).await?;
+                    let mut d = sqlx::QueryBuilder::<$db>::new("DELETE FROM job_execution WHERE");
+                    range(&mut d, from);
+                    if let Some((t, id)) = bound {
+                        d.push(" AND (trigger_time < ").push_bind(t)
+                            .push(" OR (trigger_time = ").push_bind(t).push(" AND id <= ").push_bind(id).push("))");
+                    }
+                    d.push(" AND status IN (");
+                    let mut list = d.separated(", ");
+                    for s in $crate::jobs::ExecutionStatus::ALL.into_iter().filter(|s| s.is_final()) {
+                        list.push_bind(s.as_str());
+                    }
+                    d.push(")");
+                    purged += d.build().execute(&self.pool).await?.rows_affected();
+                    match bound {
+                        Some(b) => from = Some(b),
+                        None => return Ok(purged),
+                    }
+                }
+            }
         }
     };
 }

@@ -24,4 +24,5 @@ mod mysql_tls;
 mod outages;
 mod protocol_docs;
 mod proxy;
+mod retention;
 mod store_contract;
