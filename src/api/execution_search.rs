@@ -87,8 +87,15 @@ impl ExecutionSearchParams {
             );
         }
         let mut instant = |name: &str, raw: Option<String>| {
+            // chrono also takes a space between date and time; RFC 3339's `date-time` (the
+            // document's format) takes only `T`.
+            let separated = |r: &str| matches!(r.as_bytes().get(10), Some(b'T' | b't'));
             raw.and_then(|r| match DateTime::parse_from_rfc3339(&r) {
-                Ok(t) => Some(t.with_timezone(&Utc)),
+                Ok(t) if separated(&r) => Some(t.with_timezone(&Utc)),
+                Ok(_) => {
+                    field(name, "must separate date and time with `T`".into());
+                    None
+                }
                 Err(e) => {
                     field(
                         name,

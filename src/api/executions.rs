@@ -147,6 +147,7 @@ pub fn execution_not_found(trace_id: &str) -> ApiError {
 /// Fire a job now, on this instance, whoever owns it. Returns one execution per shard range
 /// (PENDING; follow them by trace id).
 #[utoipa::path(post, path = "/api/v1/jobs/{name}/trigger", tag = "executions",
+    security(("bearerAuth" = ["operator"])),
     params(("name" = String, Path, description = "Job name")),
     responses(
         (status = 200, description = "The executions created", body = Vec<Execution>),
@@ -162,6 +163,7 @@ async fn trigger_job(
 
 /// Run a finished execution's shard range again as a new RETRY execution.
 #[utoipa::path(post, path = "/api/v1/jobs/executions/{traceId}/retry", tag = "executions",
+    security(("bearerAuth" = ["operator"])),
     params(("traceId" = String, Path, description = "Trace id of the execution to retry")),
     responses(
         (status = 200, description = "The new execution", body = Execution),
@@ -175,6 +177,9 @@ async fn retry_execution(
 ) -> Result<axum::Json<Execution>, ApiError> {
     Ok(axum::Json(state.dispatcher.retry(&trace_id).await?))
 }
+
+/// The longest result message a report may carry, in characters.
+pub const MAX_REPORT_MESSAGE: usize = 4000;
 
 /// The result an executor reports for an execution it accepted with 202.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -190,6 +195,7 @@ pub struct ResultReport {
 /// (`X-JobFlow-Timestamp`, `X-JobFlow-Signature`, as on calls to executors) or an operator
 /// token.
 #[utoipa::path(post, path = "/api/v1/jobs/executions/{traceId}/result", tag = "executions",
+    security(("bearerAuth" = ["operator"])),
     params(("traceId" = String, Path, description = "Trace id of the execution")),
     request_body = ResultReport,
     responses(
@@ -209,11 +215,11 @@ async fn report_result(
     if report
         .message
         .as_ref()
-        .is_some_and(|m| m.chars().count() > 4000)
+        .is_some_and(|m| m.chars().count() > MAX_REPORT_MESSAGE)
     {
         return Err(ApiError::field(
             "message",
-            "must be at most 4000 characters",
+            format!("must be at most {MAX_REPORT_MESSAGE} characters"),
         ));
     }
     Ok(axum::Json(

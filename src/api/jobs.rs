@@ -109,6 +109,7 @@ async fn check_references(state: &AppState, spec: &JobSpec) -> Result<(), ApiErr
 
 /// Create a job.
 #[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs", request_body = JobRequest,
+    security(("bearerAuth" = ["admin"])),
     responses(
         (status = 201, description = "Created", body = JobView),
         (status = 400, description = "Invalid input; `errors` names the fields", body = Problem, content_type = "application/problem+json"),
@@ -170,8 +171,13 @@ async fn list_jobs(
         ("serviceName", &p.service_name),
         ("namePrefix", &p.name_prefix),
     ] {
-        if v.as_ref().is_some_and(|v| v.len() > 100) {
-            return Err(ApiError::field(field, "must be at most 100 characters"));
+        if v.as_ref()
+            .is_some_and(|v| v.chars().count() > MAX_FILTER_LEN)
+        {
+            return Err(ApiError::field(
+                field,
+                format!("must be at most {MAX_FILTER_LEN} characters"),
+            ));
         }
     }
     let filter = JobFilter {
@@ -204,6 +210,7 @@ async fn get_job(
 
 /// Replace a job's definition (all fields; absent optional fields take their defaults).
 #[utoipa::path(put, path = "/api/v1/jobs/{name}", tag = "jobs", request_body = JobRequest,
+    security(("bearerAuth" = ["admin"])),
     params(("name" = String, Path, description = "Job name")),
     responses(
         (status = 200, description = "Updated", body = JobView),
@@ -235,6 +242,7 @@ async fn update_job(
 
 /// Delete a job. Its execution history is kept.
 #[utoipa::path(delete, path = "/api/v1/jobs/{name}", tag = "jobs", params(("name" = String, Path, description = "Job name")),
+    security(("bearerAuth" = ["admin"])),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
@@ -278,6 +286,7 @@ pub struct EnabledParams {
 
 /// Enable or disable a job.
 #[utoipa::path(patch, path = "/api/v1/jobs/{name}/enabled", tag = "jobs",
+    security(("bearerAuth" = ["operator"])),
     params(("name" = String, Path, description = "Job name"), EnabledParams),
     responses(
         (status = 200, description = "The job after the change", body = JobView),
@@ -298,6 +307,12 @@ async fn set_enabled(
     state.jobs_changed();
     Ok(axum::Json(job.into()))
 }
+
+/// The longest `serviceName` / `namePrefix` filter, in characters.
+pub const MAX_FILTER_LEN: usize = 100;
+
+/// The most fire times a preview lists.
+pub const MAX_FIRE_TIMES: u32 = 100;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -325,8 +340,11 @@ impl NextFireTimes {
         count: Option<u32>,
     ) -> Result<Self, ApiError> {
         let count = count.unwrap_or(10);
-        if !(1..=100).contains(&count) {
-            return Err(ApiError::field("count", "must be between 1 and 100"));
+        if !(1..=MAX_FIRE_TIMES).contains(&count) {
+            return Err(ApiError::field(
+                "count",
+                format!("must be between 1 and {MAX_FIRE_TIMES}"),
+            ));
         }
         let times = cron.upcoming(Utc::now(), tz.tz(), count as usize);
         Ok(Self {

@@ -3,6 +3,7 @@
 
 pub mod auth;
 mod cluster;
+mod contract;
 mod cron;
 pub mod error;
 mod execution_search;
@@ -37,6 +38,8 @@ pub use error::{ApiError, Problem};
 /// Request bodies above this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub const MAX_PAGE_SIZE: u32 = 200;
+/// The highest zero-based page number accepted.
+pub const MAX_PAGE: u32 = 1_000_000;
 
 /// Everything a handler may need, built once at start-up.
 #[derive(Clone)]
@@ -85,8 +88,11 @@ impl PageParams {
             ));
         }
         let page = self.page.unwrap_or(0);
-        if page > 1_000_000 {
-            return Err(ApiError::field("page", "must be at most 1000000"));
+        if page > MAX_PAGE {
+            return Err(ApiError::field(
+                "page",
+                format!("must be at most {MAX_PAGE}"),
+            ));
         }
         Ok(PageRequest { page, size })
     }
@@ -125,9 +131,9 @@ impl utoipa::Modify for BearerAuth {
 )]
 struct ApiDoc;
 
-/// The OpenAPI document of every route.
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_router().split_for_parts().1
+/// The OpenAPI document of every route, completed into an exact contract (`contract.rs`).
+pub fn openapi() -> serde_json::Value {
+    contract::document(api_router().split_for_parts().1)
 }
 
 fn api_router() -> OpenApiRouter<AppState> {
@@ -146,7 +152,8 @@ fn api_router() -> OpenApiRouter<AppState> {
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_router().split_for_parts();
     let timeout = Duration::from_secs(state.settings.server.request_timeout_seconds.get());
-    api.merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
+    let doc = contract::document(doc);
+    api.merge(SwaggerUi::new("/swagger-ui").external_url_unchecked("/api-docs/openapi.json", doc))
         .merge(crate::ui::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

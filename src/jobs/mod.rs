@@ -204,8 +204,8 @@ pub struct JobSpec {
 pub const MAX_SHARD_COUNT: i64 = 10_000;
 pub const MAX_TIMEOUT_SECONDS: i64 = 86_400;
 pub const MAX_RETRY: i64 = 100;
-const MAX_DESCRIPTION: usize = 500;
-const MAX_JOB_PARAMS_BYTES: usize = 64 * 1024;
+pub const MAX_DESCRIPTION: usize = 500;
+pub const MAX_JOB_PARAMS_BYTES: usize = 64 * 1024;
 
 impl JobSpec {
     /// Validates every field of `req`. `name` is the path name on update.

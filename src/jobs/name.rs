@@ -12,6 +12,10 @@ pub struct JobName(String);
 
 impl JobName {
     pub const MAX_LEN: usize = 100;
+    /// The characters and length of [`JobName::parse`] as an ECMA-262 pattern (the OpenAPI
+    /// document's); the reserved names are listed apart in [`JobName::RESERVED`].
+    pub const PATTERN: &str = "^[A-Za-z0-9._:-]{1,100}$";
+    pub const RESERVED: [&str; 3] = ["executions", ".", ".."];
 
     pub fn parse(raw: &str) -> Result<Self, String> {
         if raw.is_empty() || raw.len() > Self::MAX_LEN {
@@ -25,7 +29,7 @@ impl JobName {
                 "may only contain letters, digits and . _ : - (found {c:?})"
             ));
         }
-        if raw == "executions" || raw == "." || raw == ".." {
+        if Self::RESERVED.contains(&raw) {
             return Err(format!("`{raw}` is reserved"));
         }
         Ok(Self(raw.to_string()))
@@ -50,6 +54,11 @@ pub struct PathSegment(String);
 
 impl PathSegment {
     pub const MAX_LEN: usize = 100;
+    /// [`PathSegment::parse`] as an ECMA-262 pattern: printable ASCII except the URL
+    /// delimiters and unsafe characters, dots only alone (never two in a row, never only a
+    /// dot). The length is checked apart.
+    pub const PATTERN: &str =
+        r"^\.?[!$&'()*+,\-0-9:;=@A-Z\[\]_a-z~]+(?:\.[!$&'()*+,\-0-9:;=@A-Z\[\]_a-z~]+)*\.?$";
 
     pub fn parse(raw: &str) -> Result<Self, String> {
         if raw.is_empty() || raw.len() > Self::MAX_LEN {
@@ -106,6 +115,38 @@ mod tests {
         ] {
             assert!(JobName::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Every string of up to three characters over an alphabet of allowed, refused and
+    /// special characters: the documented pattern and the parser agree on each.
+    #[test]
+    fn patterns_agree_with_the_parsers() {
+        let job = regex::Regex::new(JobName::PATTERN).unwrap();
+        let segment = regex::Regex::new(PathSegment::PATTERN).unwrap();
+        let alphabet: Vec<char> = "a.Z0_:-/\\%?# ~!'\"é\t".chars().collect();
+        let mut words = vec![String::new()];
+        for _ in 0..3 {
+            let longer: Vec<String> = words
+                .iter()
+                .flat_map(|w| alphabet.iter().map(move |c| format!("{w}{c}")))
+                .collect();
+            words.extend(longer);
+        }
+        // And every pair of ASCII characters, printable or not.
+        for a in 0u8..128 {
+            for b in 0u8..128 {
+                words.push(format!("{}{}", a as char, b as char));
+            }
+        }
+        words.sort();
+        words.dedup();
+        for w in &words {
+            let documented = job.is_match(w) && !JobName::RESERVED.contains(&w.as_str());
+            assert_eq!(documented, JobName::parse(w).is_ok(), "job name {w:?}");
+            let documented = segment.is_match(w) && w.chars().count() <= PathSegment::MAX_LEN;
+            assert_eq!(documented, PathSegment::parse(w).is_ok(), "segment {w:?}");
+        }
+        assert!(words.len() > 20_000);
     }
 
     #[test]

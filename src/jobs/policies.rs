@@ -112,6 +112,8 @@ pub struct ChannelName(String);
 
 impl ChannelName {
     pub const MAX_LEN: usize = 64;
+    /// [`ChannelName::parse`] as an ECMA-262 pattern.
+    pub const PATTERN: &str = "^[A-Za-z0-9._-]{1,64}$";
 
     pub fn parse(raw: &str) -> Result<Self, String> {
         if raw.is_empty() || raw.len() > Self::MAX_LEN {

@@ -8,6 +8,7 @@ mod wait;
 
 mod alerts;
 mod api_auth;
+mod api_contract;
 mod api_execution_search;
 mod api_hostile;
 mod api_jobs;

@@ -1,0 +1,290 @@
+//! The OpenAPI document as an exact contract, for fuzzers and client generators.
+//!
+//! utoipa generates the document from the handlers; this module completes it where the
+//! derive cannot reach:
+//! - every validation rule the service applies, taken from the constant the validation uses
+//!   (name patterns and lengths, numeric ranges, list sizes, the time zone names, refused
+//!   unknown fields), so the schema and the checks cannot drift apart;
+//! - every status an operation can answer, with the problem+json schema: 400 where input is
+//!   parsed, 401 and 403 from the operation's security (its bearer scopes name the role),
+//!   404 under path parameters, 413 and 415 where a body is read, 503 where the database is.
+//!
+//! Rules the schema cannot state (a cron expression must parse and fire in the future, shard
+//! parameters depend on the strategy, child jobs must exist, an update must not rename) are
+//! in the field descriptions; they answer 400 naming the field.
+
+use serde_json::{Map, Value, json};
+
+use super::execution_search::MAX_EXECUTOR_LEN;
+use super::executions::MAX_REPORT_MESSAGE;
+use super::jobs::{MAX_FILTER_LEN, MAX_FIRE_TIMES};
+use super::{MAX_PAGE, MAX_PAGE_SIZE};
+use crate::jobs::{
+    ChannelName, CronSchedule, JobName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, MAX_DESCRIPTION,
+    MAX_RETRY, MAX_SHARD_COUNT, MAX_TIMEOUT_SECONDS, PathSegment,
+};
+
+/// The request body schemas whose Rust types refuse unknown fields.
+const CLOSED_SCHEMAS: [&str; 3] = ["JobRequest", "JobCreateRequest", "ResultReport"];
+
+/// The body of `POST /api/v1/jobs`: a [`JobRequest`](crate::jobs::JobRequest) whose `name`
+/// is required (on `PUT` it comes from the path).
+const CREATE_SCHEMA: &str = "JobCreateRequest";
+
+/// Operations that never touch the database, so never answer 503.
+const WITHOUT_DATABASE: [&str; 1] = ["/api/v1/cron/next-fire-times"];
+
+/// The completed document (see the module documentation).
+pub fn document(doc: utoipa::openapi::OpenApi) -> Value {
+    let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serialises");
+    add_time_zones(&mut doc);
+    for (schema, property, rule) in property_rules() {
+        let target = doc
+            .pointer_mut(&format!(
+                "/components/schemas/{schema}/properties/{property}"
+            ))
+            .unwrap_or_else(|| panic!("{schema}.{property} is not in the document"));
+        merge(target, rule);
+    }
+    let params = param_rules();
+    for_each_operation(&mut doc, |_, _, op| {
+        let Some(list) = op.get_mut("parameters").and_then(Value::as_array_mut) else {
+            return;
+        };
+        for p in list.iter_mut().filter(|p| p["in"] == "query") {
+            let name = p["name"].as_str().unwrap_or_default().to_string();
+            if let Some((_, rule)) = params.iter().find(|(n, _)| *n == name) {
+                merge(&mut p["schema"], rule.clone());
+            }
+        }
+    });
+    derive_create_schema(&mut doc);
+    for name in CLOSED_SCHEMAS {
+        if let Some(s) = doc.pointer_mut(&format!("/components/schemas/{name}")) {
+            s["additionalProperties"] = Value::Bool(false);
+        }
+    }
+    add_problem_responses(&mut doc);
+    doc
+}
+
+/// Constraints of request body properties: (schema, property, constraint).
+fn property_rules() -> Vec<(&'static str, &'static str, Value)> {
+    let job_name = job_name_rule();
+    let segment = json!({
+        "minLength": 1, "maxLength": PathSegment::MAX_LEN, "pattern": PathSegment::PATTERN,
+    });
+    vec![
+        ("JobRequest", "name", job_name.clone()),
+        ("JobRequest", "serviceName", segment.clone()),
+        ("JobRequest", "handler", segment),
+        (
+            "JobRequest",
+            "cron",
+            json!({"minLength": 1, "maxLength": CronSchedule::MAX_LEN, "pattern": r"\S"}),
+        ),
+        (
+            "JobRequest",
+            "shardCount",
+            json!({"minimum": 1, "maximum": MAX_SHARD_COUNT}),
+        ),
+        (
+            "JobRequest",
+            "timeoutSeconds",
+            json!({"minimum": 1, "maximum": MAX_TIMEOUT_SECONDS}),
+        ),
+        (
+            "JobRequest",
+            "maxRetry",
+            json!({"minimum": 0, "maximum": MAX_RETRY}),
+        ),
+        (
+            "JobRequest",
+            "description",
+            json!({"maxLength": MAX_DESCRIPTION}),
+        ),
+        (
+            "JobRequest",
+            "childJobs",
+            json!({"maxItems": MAX_CHILD_JOBS, "uniqueItems": true, "items": job_name}),
+        ),
+        (
+            "JobRequest",
+            "alertChannels",
+            json!({
+                "maxItems": MAX_ALERT_CHANNELS, "uniqueItems": true,
+                "items": {"minLength": 1, "maxLength": ChannelName::MAX_LEN, "pattern": ChannelName::PATTERN},
+            }),
+        ),
+        (
+            "ResultReport",
+            "message",
+            json!({"maxLength": MAX_REPORT_MESSAGE}),
+        ),
+    ]
+}
+
+/// Constraints of query parameters, by name (a name means the same on every operation).
+fn param_rules() -> Vec<(&'static str, Value)> {
+    vec![
+        ("page", json!({"minimum": 0, "maximum": MAX_PAGE})),
+        ("size", json!({"minimum": 1, "maximum": MAX_PAGE_SIZE})),
+        ("count", json!({"minimum": 1, "maximum": MAX_FIRE_TIMES})),
+        (
+            "cron",
+            json!({"minLength": 1, "maxLength": CronSchedule::MAX_LEN, "pattern": r"\S"}),
+        ),
+        ("jobName", job_name_rule()),
+        (
+            "executor",
+            json!({"minLength": 1, "maxLength": MAX_EXECUTOR_LEN}),
+        ),
+        ("serviceName", json!({"maxLength": MAX_FILTER_LEN})),
+        ("namePrefix", json!({"maxLength": MAX_FILTER_LEN})),
+    ]
+}
+
+fn job_name_rule() -> Value {
+    json!({
+        "minLength": 1, "maxLength": JobName::MAX_LEN, "pattern": JobName::PATTERN,
+        "not": {"enum": JobName::RESERVED},
+    })
+}
+
+/// `TimeZone`: the IANA names the service knows, referenced wherever a zone is given.
+fn add_time_zones(doc: &mut Value) {
+    let names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+    doc["components"]["schemas"]["TimeZone"] = json!({
+        "type": "string",
+        "description": "An IANA time zone name.",
+        "enum": names,
+    });
+    let zone = json!({"$ref": "#/components/schemas/TimeZone"});
+    if let Some(p) = doc.pointer_mut("/components/schemas/JobRequest/properties/timezone") {
+        let description = p["description"].take();
+        *p = json!({"oneOf": [zone, {"type": "null"}], "description": description});
+    }
+    for_each_operation(doc, |_, _, op| {
+        if let Some(list) = op.get_mut("parameters").and_then(Value::as_array_mut) {
+            for p in list.iter_mut().filter(|p| p["name"] == "timezone") {
+                p["schema"] = zone.clone();
+            }
+        }
+    });
+}
+
+/// `JobCreateRequest` = `JobRequest` with a required, non-null `name`; the create operation
+/// takes it.
+fn derive_create_schema(doc: &mut Value) {
+    let Some(mut create) = doc.pointer("/components/schemas/JobRequest").cloned() else {
+        return;
+    };
+    create["description"] = json!("Create a job. Absent optional fields take their defaults.");
+    if let Some(required) = create["required"].as_array_mut() {
+        required.insert(0, json!("name"));
+    }
+    create["properties"]["name"]["type"] = json!("string");
+    create["properties"]["name"]["description"] =
+        json!("1-100 of `[A-Za-z0-9._:-]`, not `executions`.");
+    doc["components"]["schemas"][CREATE_SCHEMA] = create;
+    if let Some(body) =
+        doc.pointer_mut("/paths/~1api~1v1~1jobs/post/requestBody/content/application~1json/schema")
+    {
+        *body = json!({"$ref": format!("#/components/schemas/{CREATE_SCHEMA}")});
+    }
+}
+
+/// The statuses every operation can answer beyond its own (see the module documentation).
+fn add_problem_responses(doc: &mut Value) {
+    let global_security = doc["security"].clone();
+    for_each_operation(doc, |path, _, op| {
+        let params = op["parameters"].as_array().cloned().unwrap_or_default();
+        let has_query = params.iter().any(|p| p["in"] == "query");
+        let has_path = params.iter().any(|p| p["in"] == "path");
+        let has_body = op.get("requestBody").is_some();
+        let security = op.get("security").unwrap_or(&global_security).clone();
+        let requirements = security.as_array().cloned().unwrap_or_default();
+        let secured = !requirements.is_empty()
+            && requirements
+                .iter()
+                .all(|r| r.as_object().is_some_and(|o| !o.is_empty()));
+        let above_viewer = requirements.iter().any(|r| {
+            r.as_object().is_some_and(|o| {
+                o.values().any(|scopes| {
+                    scopes
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|s| s == "operator" || s == "admin"))
+                })
+            })
+        });
+        let uses_db = path.starts_with("/api/v1/") && !WITHOUT_DATABASE.contains(&path);
+        let statuses = [
+            (
+                "400",
+                has_query || has_body,
+                "Invalid input; `errors` names each rejected parameter or field",
+            ),
+            ("401", secured, "A valid bearer token is required"),
+            (
+                "403",
+                secured && above_viewer,
+                "The token's role is too low",
+            ),
+            ("404", has_path, "No such resource"),
+            ("413", has_body, "The body is over 1 MiB"),
+            ("415", has_body, "The body is not `application/json`"),
+            ("503", uses_db, "The database is not reachable"),
+        ];
+        let responses = op["responses"]
+            .as_object_mut()
+            .expect("every operation has responses");
+        for (status, applies, description) in statuses {
+            if applies && !responses.contains_key(status) {
+                responses.insert(status.to_string(), problem(description));
+            }
+        }
+    });
+}
+
+fn problem(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    })
+}
+
+fn for_each_operation(doc: &mut Value, mut f: impl FnMut(&str, &str, &mut Value)) {
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in item.iter_mut() {
+            if matches!(
+                method.as_str(),
+                "get" | "put" | "post" | "delete" | "patch" | "head" | "options"
+            ) {
+                f(path, method, op);
+            }
+        }
+    }
+}
+
+/// Adds the keys of `rule` to `target`, recursing into objects (`items`).
+fn merge(target: &mut Value, rule: Value) {
+    let Value::Object(rule) = rule else { return };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let target = target.as_object_mut().expect("an object");
+    for (k, v) in rule {
+        match (target.get_mut(&k), v) {
+            (Some(existing @ Value::Object(_)), v @ Value::Object(_)) => merge(existing, v),
+            (_, v) => {
+                target.insert(k, v);
+            }
+        }
+    }
+}
