@@ -39,5 +39,8 @@ scripts/check-deploy.sh
 log "schemathesis against the served OpenAPI document (scripts/api-fuzz.sh)"
 JOBFLOW_FUZZ_SECONDS="${JOBFLOW_FUZZ_SECONDS:-90}" scripts/api-fuzz.sh
 
+log "a Python client generated from the OpenAPI document: create -> trigger -> history (scripts/client-roundtrip.sh)"
+scripts/client-roundtrip.sh
+
 log "console in a real browser (scripts/console-test.sh)"
 scripts/console-test.sh

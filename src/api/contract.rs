@@ -32,7 +32,7 @@ const CLOSED_SCHEMAS: [&str; 3] = ["JobRequest", "JobCreateRequest", "ResultRepo
 const CREATE_SCHEMA: &str = "JobCreateRequest";
 
 /// Operations that never touch the database, so never answer 503.
-const WITHOUT_DATABASE: [&str; 1] = ["/api/v1/cron/next-fire-times"];
+const WITHOUT_DATABASE: [&str; 2] = ["/api/v1/cron/next-fire-times", "/api/v1/auth/me"];
 
 /// The completed document (see the module documentation).
 pub fn document(doc: utoipa::openapi::OpenApi) -> Value {
@@ -59,6 +59,7 @@ pub fn document(doc: utoipa::openapi::OpenApi) -> Value {
         }
     });
     derive_create_schema(&mut doc);
+    reference_page_items(&mut doc);
     for name in CLOSED_SCHEMAS {
         if let Some(s) = doc.pointer_mut(&format!("/components/schemas/{name}")) {
             s["additionalProperties"] = Value::Bool(false);
@@ -158,6 +159,7 @@ fn add_time_zones(doc: &mut Value) {
         "type": "string",
         "description": "An IANA time zone name.",
         "enum": names,
+        "x-enum-varnames": enum_var_names(&names),
     });
     let zone = json!({"$ref": "#/components/schemas/TimeZone"});
     if let Some(p) = doc.pointer_mut("/components/schemas/JobRequest/properties/timezone") {
@@ -171,6 +173,51 @@ fn add_time_zones(doc: &mut Value) {
             }
         }
     });
+}
+
+/// `Page_X.content` lists `X` by reference (utoipa inlines a generic's argument), so a
+/// generated client has one `Execution` type, not one per page.
+fn reference_page_items(doc: &mut Value) {
+    let names: Vec<String> = doc["components"]["schemas"]
+        .as_object()
+        .map(|s| s.keys().cloned().collect())
+        .unwrap_or_default();
+    for page in names.iter().filter(|n| n.starts_with("Page_")) {
+        let item = &page["Page_".len()..];
+        if names.iter().any(|n| n == item) {
+            doc["components"]["schemas"][page]["properties"]["content"]["items"] =
+                json!({"$ref": format!("#/components/schemas/{item}")});
+        }
+    }
+}
+
+/// Distinct identifiers for enum values, for client generators (`x-enum-varnames`):
+/// `Etc/GMT+1` and `Etc/GMT-1` must not both become `ETC_GMT1`.
+fn enum_var_names(values: &[&str]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    values
+        .iter()
+        .map(|v| {
+            let mut name = String::new();
+            let chars: Vec<char> = v.chars().collect();
+            for (i, c) in chars.iter().enumerate() {
+                let before_digit = chars.get(i + 1).is_some_and(char::is_ascii_digit);
+                match c {
+                    '+' if before_digit => name.push_str("_PLUS_"),
+                    '-' if before_digit => name.push_str("_MINUS_"),
+                    c if c.is_ascii_alphanumeric() => name.push(c.to_ascii_uppercase()),
+                    _ => name.push('_'),
+                }
+            }
+            let base = name.clone();
+            let mut n = 2;
+            while !seen.insert(name.clone()) {
+                name = format!("{base}_{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
 }
 
 /// `JobCreateRequest` = `JobRequest` with a required, non-null `name`; the create operation
@@ -238,6 +285,19 @@ fn add_problem_responses(doc: &mut Value) {
         let responses = op["responses"]
             .as_object_mut()
             .expect("every operation has responses");
+        // OpenAPI requires a description on every response; generators refuse the document
+        // without one.
+        for (status, response) in responses.iter_mut() {
+            if response.get("description").is_none() {
+                let reason = status
+                    .parse::<u16>()
+                    .ok()
+                    .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
+                    .and_then(|s| s.canonical_reason())
+                    .unwrap_or("Response");
+                response["description"] = json!(reason);
+            }
+        }
         for (status, applies, description) in statuses {
             if applies && !responses.contains_key(status) {
                 responses.insert(status.to_string(), problem(description));
