@@ -14,6 +14,7 @@ use crate::alerts::Alerts;
 use crate::api::{self, AppState};
 use crate::compensation::Compensator;
 use crate::config::{DiscoveryMode, Settings};
+use crate::config_center::{JobDocumentSync, NacosConfigClient};
 use crate::discovery::{self, Discovery, NacosDiscovery, Standalone};
 use crate::dispatch::Dispatcher;
 use crate::engine::{ClusterState, Engine};
@@ -25,6 +26,9 @@ pub struct Application {
     state: AppState,
     engine: Engine,
     compensator: Compensator,
+    /// Follows the Nacos jobs document when `nacos.jobs_data_id` is set, from the MD5 of the
+    /// content read at start-up (`None`: not read yet).
+    job_document: Option<(JobDocumentSync, Option<String>)>,
     shutdown: CancellationToken,
 }
 
@@ -60,6 +64,11 @@ impl Application {
                     .expect("set above")
                     .to_string();
                 let port = settings.discovery.advertise_port.expect("set above").get();
+                if settings.nacos.username.is_some() {
+                    // A clear start-up error for wrong credentials, before the naming client
+                    // (which would only log its failed logins).
+                    NacosConfigClient::new(&settings.nacos).login().await?;
+                }
                 NacosDiscovery::connect(&settings.nacos, ip, port).await?
             }
         };
@@ -70,6 +79,14 @@ impl Application {
         )?);
         let cluster = Arc::new(ClusterState::new(settings.scheduler.ownership));
         let job_changes = Arc::new(tokio::sync::Notify::new());
+        let job_document =
+            match JobDocumentSync::connect(&settings, store.clone(), job_changes.clone()).await? {
+                Some(sync) => {
+                    let md5 = sync.start().await;
+                    Some((sync, md5))
+                }
+                None => None,
+            };
         let engine = Engine::load(
             &settings,
             store.clone(),
@@ -116,6 +133,7 @@ impl Application {
             state,
             engine,
             compensator,
+            job_document,
             shutdown: CancellationToken::new(),
         })
     }
@@ -143,6 +161,7 @@ impl Application {
             state,
             engine,
             compensator,
+            job_document,
             shutdown,
         } = self;
         tokio::spawn(forward_signals(shutdown.clone()));
@@ -157,6 +176,9 @@ impl Application {
             state.cluster.clone(),
         );
         let retention_task = tokio::spawn(retention.run(background.clone()));
+        if let Some((sync, md5)) = job_document {
+            tokio::spawn(sync.run(md5, background.clone()));
+        }
         state
             .discovery
             .register()

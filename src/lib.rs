@@ -13,6 +13,7 @@
 //! - [`compensation`]: the leader's sweep over abandoned PENDING and stuck RUNNING rows.
 //! - [`retention`]: the leader's chunked purge of old execution history.
 //! - [`discovery`]: scheduler instances and executor addresses (standalone or Nacos).
+//! - [`config_center`]: jobs as code, followed from a document in the Nacos config centre.
 //! - [`telemetry`]: logging and the Prometheus recorder.
 //! - [`app`]: building and running one instance.
 
@@ -22,6 +23,7 @@ pub mod app;
 pub mod cli;
 pub mod compensation;
 pub mod config;
+pub mod config_center;
 pub mod discovery;
 pub mod dispatch;
 pub mod engine;

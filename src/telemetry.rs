@@ -10,8 +10,14 @@ use crate::config::{LogFormat, LogSettings};
 
 /// Installs the global subscriber. `RUST_LOG` wins over `log.level`.
 pub fn init(settings: &LogSettings) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.level));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(&settings.level))
+        // nacos-sdk's HTTP login logs the password at debug level: never let it through.
+        .add_directive(
+            "nacos_sdk::api::plugin::auth=info"
+                .parse()
+                .expect("a valid directive"),
+        );
     // Colours only on a terminal: log files and collectors get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let builder = tracing_subscriber::fmt()

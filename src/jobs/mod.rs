@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-pub use document::{DocumentError, DocumentFormat, JobDocument};
+pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, execution_id, new_trace_id,
 };

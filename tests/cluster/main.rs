@@ -4,6 +4,7 @@
 //! one-second schedules.
 
 mod harness;
+mod jobs_document;
 #[path = "../it/recorder.rs"]
 #[allow(dead_code)]
 mod recorder;

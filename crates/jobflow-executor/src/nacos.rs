@@ -9,6 +9,7 @@ use nacos_sdk::api::props::ClientProps;
 #[derive(Debug, Clone)]
 pub struct Registration {
     pub server_addr: String,
+    /// `public` (Nacos's default namespace, whose id is empty) and `""` are the same.
     pub namespace: String,
     pub group: Option<String>,
     pub service_name: String,
@@ -21,12 +22,18 @@ pub struct Registration {
     pub password: Option<String>,
 }
 
+/// The namespace id Nacos expects: `public` is the default namespace, whose id is empty (the
+/// scheduler maps it the same way, so both sides meet in one namespace).
+pub fn namespace_id(namespace: &str) -> &str {
+    if namespace == "public" { "" } else { namespace }
+}
+
 /// Registers the executor (ephemeral: Nacos drops it when this process goes away). Keep the
 /// returned service alive for as long as the executor serves.
 pub async fn register(r: &Registration) -> Result<NamingService, nacos_sdk::api::error::Error> {
     let mut props = ClientProps::new()
         .server_addr(r.server_addr.clone())
-        .namespace(r.namespace.clone())
+        .namespace(namespace_id(&r.namespace).to_string())
         .app_name(r.service_name.clone())
         .env_first(false);
     let auth = r.username.is_some() || r.password.is_some();
@@ -65,4 +72,14 @@ pub async fn register(r: &Registration) -> Result<NamingService, nacos_sdk::api:
         )
         .await?;
     Ok(naming)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn public_is_the_default_namespace() {
+        assert_eq!(super::namespace_id("public"), "");
+        assert_eq!(super::namespace_id(""), "");
+        assert_eq!(super::namespace_id("dev"), "dev");
+    }
 }

@@ -1,0 +1,290 @@
+//! Jobs as code (SPEC §13): the jobs document in the Nacos config centre
+//! (`nacos.jobs_data_id`, `nacos.jobs_group`) is the source of truth for the jobs it names.
+//!
+//! Every instance with a data id configured, in standalone or nacos mode, follows the
+//! document: it reads it at start-up, then long-polls Nacos for changes. Each content it sees
+//! is parsed and validated as a whole ([`JobDocument::parse`], then the references of every
+//! entry); a document with any problem is rejected with an error naming the entries and
+//! fields, counted in `nacos_jobs_document_rejected_total`, and nothing changes: the running
+//! set stays and readiness is not affected. A valid document goes to
+//! [`Store::apply_job_document`], which compares and sets the content hash in the transaction
+//! that changes the jobs, so of the instances that see one push exactly one writes; the job
+//! revision it bumps makes every engine reload.
+
+mod client;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+pub use client::{ConfigKey, LONG_POLL, NacosConfigClient, NacosError, content_md5, namespace_id};
+
+use crate::config::Settings;
+use crate::jobs::{
+    DocumentError, DocumentFormat, EntryError, FieldError, JobDocument, JobName, JobSource,
+    TimeZoneName, links,
+};
+use crate::store::{DocumentApply, DocumentOutcome, Store, StoreError};
+
+/// What became of one content of the document on this instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncOutcome {
+    /// This instance applied it: the jobs created, replaced and deleted.
+    Applied(crate::store::DocumentChanges),
+    /// Applied already (by this or another instance): nothing to do.
+    Unchanged,
+    /// Invalid: nothing was applied. The message names the entries and fields.
+    Rejected(String),
+}
+
+/// Follows the jobs document of one data id and group.
+pub struct JobDocumentSync {
+    client: NacosConfigClient,
+    key: ConfigKey,
+    format: DocumentFormat,
+    store: Arc<dyn Store>,
+    job_changes: Arc<Notify>,
+    default_tz: TimeZoneName,
+    channels: Vec<String>,
+    /// Recorded as created_by / updated_by of the jobs it writes.
+    actor: String,
+}
+
+impl JobDocumentSync {
+    /// `None` when `nacos.jobs_data_id` is empty. With credentials configured this logs in
+    /// at once, so wrong ones stop start-up with a message naming the keys to check.
+    pub async fn connect(
+        settings: &Settings,
+        store: Arc<dyn Store>,
+        job_changes: Arc<Notify>,
+    ) -> Result<Option<Self>, NacosError> {
+        let nacos = &settings.nacos;
+        if nacos.jobs_data_id.is_empty() {
+            return Ok(None);
+        }
+        let client = NacosConfigClient::new(nacos);
+        match client.login().await {
+            Ok(()) => {}
+            Err(e @ NacosError::LoginRefused { .. }) => return Err(e),
+            // Nacos being away at start-up is not fatal: the loop keeps trying.
+            Err(e) => tracing::warn!(error = %e, "cannot log in to Nacos yet; will retry"),
+        }
+        Ok(Some(Self {
+            client,
+            key: ConfigKey::new(&nacos.jobs_data_id, &nacos.jobs_group, &nacos.namespace),
+            format: DocumentFormat::for_data_id(&nacos.jobs_data_id),
+            store,
+            job_changes,
+            default_tz: settings.scheduler.timezone,
+            channels: settings
+                .alerts
+                .channel_names()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            actor: format!("nacos:{}/{}", nacos.jobs_group, nacos.jobs_data_id),
+        }))
+    }
+
+    /// Validates `content` (`None`: the document does not exist, which means no jobs) and
+    /// applies it when valid.
+    pub async fn apply_content(&self, content: Option<&str>) -> Result<SyncOutcome, StoreError> {
+        let text = content.unwrap_or("");
+        let hash = hex::encode(Sha256::digest(text.as_bytes()));
+        let checked = match JobDocument::parse(text, self.format, self.default_tz, Utc::now()) {
+            Ok(doc) => match self.reference_errors(&doc).await? {
+                errors if errors.is_empty() => Ok(doc),
+                errors => Err(DocumentError::Entries(errors)),
+            },
+            Err(e) => Err(e),
+        };
+        let doc = match checked {
+            Ok(doc) => doc,
+            Err(e) => {
+                metrics::counter!("nacos_jobs_document_rejected_total").increment(1);
+                tracing::error!(
+                    data_id = %self.key.data_id,
+                    group = %self.key.group,
+                    hash = %hash,
+                    error = %e,
+                    "jobs document rejected as a whole; the jobs applied before stay as they are"
+                );
+                return Ok(SyncOutcome::Rejected(e.to_string()));
+            }
+        };
+        let outcome = self
+            .store
+            .apply_job_document(&DocumentApply {
+                data_id: &self.key.data_id,
+                group: &self.key.group,
+                content_hash: &hash,
+                document: &doc,
+                actor: &self.actor,
+                now: Utc::now(),
+            })
+            .await?;
+        Ok(match outcome {
+            DocumentOutcome::Unchanged => {
+                tracing::info!(
+                    data_id = %self.key.data_id,
+                    hash = %hash,
+                    "jobs document applied already (by this or another instance)"
+                );
+                SyncOutcome::Unchanged
+            }
+            DocumentOutcome::Applied(changes) => {
+                metrics::counter!("nacos_jobs_document_applied_total").increment(1);
+                tracing::info!(
+                    data_id = %self.key.data_id,
+                    group = %self.key.group,
+                    hash = %hash,
+                    jobs = doc.jobs.len(),
+                    created = ?changes.created,
+                    updated = ?changes.updated,
+                    deleted = ?changes.deleted,
+                    "jobs document applied"
+                );
+                if !changes.is_empty() {
+                    self.job_changes.notify_one();
+                }
+                SyncOutcome::Applied(changes)
+            }
+        })
+    }
+
+    /// What the entries refer to outside themselves: alert channels must be configured; child
+    /// jobs must be in the document or be API jobs, without a cycle.
+    async fn reference_errors(&self, doc: &JobDocument) -> Result<Vec<EntryError>, StoreError> {
+        let named: HashSet<&str> = doc.jobs.iter().map(|j| j.spec.name.as_str()).collect();
+        // The jobs as they will be: API jobs the document does not take over, and its own.
+        let mut graph: HashMap<String, Vec<JobName>> = self
+            .store
+            .load_jobs()
+            .await?
+            .into_iter()
+            .filter(|j| j.source == JobSource::Api && !named.contains(j.name().as_str()))
+            .map(|j| (j.name().to_string(), j.spec.child_jobs))
+            .collect();
+        graph.extend(
+            doc.jobs
+                .iter()
+                .map(|j| (j.spec.name.to_string(), j.spec.child_jobs.clone())),
+        );
+        let mut problems = Vec::new();
+        for (index, job) in doc.jobs.iter().enumerate() {
+            let spec = &job.spec;
+            let mut errors = Vec::new();
+            let unknown: Vec<&str> = spec
+                .alert_channels
+                .iter()
+                .map(|c| c.as_str())
+                .filter(|c| !self.channels.iter().any(|k| k == c))
+                .collect();
+            if !unknown.is_empty() {
+                errors.push(FieldError::new(
+                    "alertChannels",
+                    format!("unknown alert channel(s) {}", unknown.join(", ")),
+                ));
+            }
+            let missing: Vec<&str> = spec
+                .child_jobs
+                .iter()
+                .map(|c| c.as_str())
+                .filter(|c| !graph.contains_key(*c))
+                .collect();
+            if !missing.is_empty() {
+                errors.push(FieldError::new(
+                    "childJobs",
+                    format!(
+                        "unknown job(s) {}: name jobs of this document or API jobs",
+                        missing.join(", ")
+                    ),
+                ));
+            } else if let Some(path) = links::child_cycle(&spec.name, &spec.child_jobs, &graph) {
+                errors.push(FieldError::new(
+                    "childJobs",
+                    format!("would form a cycle: {}", path.join(" -> ")),
+                ));
+            }
+            if !errors.is_empty() {
+                problems.push(EntryError {
+                    index,
+                    name: Some(spec.name.to_string()),
+                    errors,
+                });
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Reads the document once and applies it; the MD5 Nacos knows the content by (empty
+    /// when there is no document).
+    async fn sync_once(&self) -> Result<String, SyncError> {
+        let content = self.client.get(&self.key).await?;
+        self.apply_content(content.as_deref()).await?;
+        Ok(content.as_deref().map(content_md5).unwrap_or_default())
+    }
+
+    /// The first read, before the engine loads the jobs, so an instance starts with the
+    /// document's jobs. Failures are logged: the loop retries.
+    pub async fn start(&self) -> Option<String> {
+        match self.sync_once().await {
+            Ok(md5) => Some(md5),
+            Err(e) => {
+                tracing::warn!(error = %e, data_id = %self.key.data_id, "cannot read the jobs document yet; will retry");
+                None
+            }
+        }
+    }
+
+    /// Follows the document until `stop`: long-polls for a change, then reads and applies the
+    /// new content. Errors back off from 1 s to 30 s; nothing is applied while Nacos is away.
+    pub async fn run(self, mut md5: Option<String>, stop: CancellationToken) {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let step = async {
+                if let Some(known) = &md5
+                    && !self
+                        .client
+                        .wait_for_change(&self.key, known, LONG_POLL)
+                        .await?
+                {
+                    return Ok(None);
+                }
+                self.sync_once().await.map(Some)
+            };
+            let result: Result<Option<String>, SyncError> = tokio::select! {
+                _ = stop.cancelled() => return,
+                r = step => r,
+            };
+            match result {
+                Ok(Some(new)) => {
+                    md5 = Some(new);
+                    backoff = Duration::from_secs(1);
+                }
+                Ok(None) => backoff = Duration::from_secs(1),
+                Err(e) => {
+                    tracing::warn!(error = %e, data_id = %self.key.data_id, retry_in_seconds = backoff.as_secs(), "following the jobs document failed");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error(transparent)]
+    Nacos(#[from] NacosError),
+    #[error("applying the jobs document: {0}")]
+    Store(#[from] StoreError),
+}
