@@ -1,36 +1,57 @@
 //! Compensation (SPEC §7), run only by the first instance of the sorted scheduler list, so a
-//! dead instance's half-done work is finished by exactly one survivor:
-//! - PENDING rows past their due time plus a grace period were never handed to an executor
-//!   (the scheduler died between insert and call): dispatch them now;
-//! - RUNNING rows older than max(job timeout, `stuck_after`): ask the executor
-//!   (`GET {prefix}/status/{traceId}`); a final answer settles the row, "still running" leaves
-//!   it, anything else marks it TIMEOUT; failures then get the retry policy.
+//! dead instance's half-done work is finished by exactly one survivor. Two cadences:
+//! - every `compensation.recovery_interval_millis` (seconds, not minutes): PENDING rows whose
+//!   holder's lease ran out (`pending_grace_seconds` past their due time: the scheduler died
+//!   or stalled before calling), and RUNNING rows whose scheduler is no longer a member (the
+//!   executor's answer went to a dead process);
+//! - every `compensation.interval_seconds`: RUNNING rows past their job's timeout, and the
+//!   hourly purge of old fire claims.
 //!
-//! Every change is compare-and-set, so a result arriving late and the compensator never both
-//! win.
+//! Rows are read in keyset pages along their status index, and each is decided by
+//! [`Dispatcher::recover_pending`] / [`Dispatcher::recover_running`] (which ask the executor
+//! first), at most `PROBES` at a time. A pass ends before the next begins, so no row is
+//! resumed twice, and rows are resumed only while the backlog has room: the rest wait for the
+//! next pass. Every change is compare-and-set, so a late result and the compensator never
+//! both win.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use serde::Deserialize;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::CompensationSettings;
-use crate::discovery::{Discovery, ExecutorInstance, InstanceAddr};
-use crate::dispatch::Dispatcher;
+use crate::discovery::Discovery;
+use crate::dispatch::{Dispatcher, Recovery};
 use crate::engine::ClusterState;
-use crate::jobs::{Execution, ExecutionStatus};
-use crate::store::{Store, StoreError};
+use crate::store::{Cursor, Store, StoreError};
 
-const BATCH: u32 = 500;
+/// Rows read per page.
+const PAGE: u32 = 500;
+/// Executor probes (status or cancel) in flight at once.
+const PROBES: usize = 16;
 
 /// What one compensation pass did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Pass {
     pub resumed: usize,
+    pub adopted: usize,
     pub settled: usize,
     pub still_running: usize,
+}
+
+impl Pass {
+    fn count(&mut self, r: Recovery) {
+        match r {
+            Recovery::Resumed => self.resumed += 1,
+            Recovery::Adopted => self.adopted += 1,
+            Recovery::Settled => self.settled += 1,
+            Recovery::Left => self.still_running += 1,
+            Recovery::Raced => {}
+        }
+    }
 }
 
 pub struct Compensator {
@@ -42,10 +63,13 @@ pub struct Compensator {
     fire_claim_retention: chrono::Duration,
 }
 
-#[derive(Debug, Deserialize)]
-struct StatusAnswer {
-    status: String,
-    message: Option<String>,
+/// Which rows a pass looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// Lease-expired PENDING rows and RUNNING rows of departed schedulers.
+    Recovery,
+    /// RUNNING rows past their job's timeout.
+    Overdue,
 }
 
 impl Compensator {
@@ -71,19 +95,35 @@ impl Compensator {
     }
 
     pub async fn run(self, cancel: CancellationToken) {
-        let interval = Duration::from_secs(self.settings.interval_seconds.get());
-        let mut next_purge = tokio::time::Instant::now();
+        let recovery = Duration::from_millis(self.settings.recovery_interval_millis);
+        let overdue = Duration::from_secs(self.settings.interval_seconds.get());
+        let now = tokio::time::Instant::now();
+        let (mut next_recovery, mut next_overdue, mut next_purge) =
+            (now + recovery, now + overdue, now);
         loop {
+            let wake = next_recovery.min(next_overdue);
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep_until(wake) => {}
             }
             if self.cluster.ring().leader() != Some(self.discovery.self_id()) {
+                next_recovery = tokio::time::Instant::now() + recovery;
+                next_overdue = next_overdue.max(next_recovery);
                 continue;
             }
-            match self.pass().await {
+            let now = tokio::time::Instant::now();
+            let sweep = if now >= next_overdue {
+                next_overdue = now + overdue;
+                Sweep::Overdue
+            } else {
+                next_recovery = now + recovery;
+                Sweep::Recovery
+            };
+            match self.pass(sweep).await {
                 Ok(p) if p != Pass::default() => tracing::info!(
+                    ?sweep,
                     resumed = p.resumed,
+                    adopted = p.adopted,
                     settled = p.settled,
                     still_running = p.still_running,
                     "compensation pass"
@@ -91,7 +131,7 @@ impl Compensator {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "compensation pass failed"),
             }
-            if tokio::time::Instant::now() >= next_purge {
+            if sweep == Sweep::Overdue && tokio::time::Instant::now() >= next_purge {
                 next_purge = tokio::time::Instant::now() + Duration::from_secs(3600);
                 match self
                     .store
@@ -106,92 +146,121 @@ impl Compensator {
         }
     }
 
-    /// One pass over stale PENDING and stuck RUNNING rows.
-    pub async fn pass(&self) -> Result<Pass, StoreError> {
-        let now = Utc::now();
+    /// One pass of `sweep` over every matching row, page by page.
+    pub async fn pass(&self, sweep: Sweep) -> Result<Pass, StoreError> {
         let mut pass = Pass::default();
-        let grace = chrono::Duration::seconds(self.settings.pending_grace_seconds as i64);
-        for exec in self.store.due_pending(now - grace, BATCH).await? {
-            tracing::info!(trace_id = %exec.trace_id, job = %exec.job_name, "re-dispatching a PENDING execution nobody called");
-            self.dispatcher.resume(exec).await?;
-            pass.resumed += 1;
+        if sweep == Sweep::Recovery {
+            self.pending_expired(&mut pass).await?;
         }
-        let stuck_after = chrono::Duration::seconds(self.settings.stuck_after_seconds.get() as i64);
-        for exec in self.store.running_since(now - stuck_after, BATCH).await? {
-            let job = self.store.get_job(&exec.job_name).await?;
-            let timeout = chrono::Duration::seconds(
-                job.as_ref().map_or(0, |j| j.spec.timeout_seconds) as i64,
-            );
-            if exec.start_time.is_some_and(|s| now - s <= timeout) {
-                continue;
-            }
-            let service = job.as_ref().map(|j| j.spec.service_name.to_string());
-            match self.ask_executor(&exec, service.as_deref()).await {
-                Some(StatusAnswer { status, .. }) if status == "RUNNING" => pass.still_running += 1,
-                Some(StatusAnswer { status, message })
-                    if status == "SUCCESS" || status == "FAILED" =>
-                {
-                    let st = if status == "SUCCESS" {
-                        ExecutionStatus::Success
-                    } else {
-                        ExecutionStatus::Failed
-                    };
-                    let msg =
-                        message.unwrap_or_else(|| format!("{status} (reported to compensation)"));
-                    if self.dispatcher.settle_stuck(&exec, st, msg).await? {
-                        pass.settled += 1;
-                    }
-                }
-                _ => {
-                    let msg = format!(
-                        "no result {}s after start; marked TIMEOUT by compensation",
-                        exec.start_time.map_or(0, |s| (now - s).num_seconds())
-                    );
-                    if self
-                        .dispatcher
-                        .settle_stuck(&exec, ExecutionStatus::Timeout, msg)
-                        .await?
-                    {
-                        tracing::warn!(trace_id = %exec.trace_id, job = %exec.job_name, "stuck execution marked TIMEOUT");
-                        pass.settled += 1;
-                    }
-                }
-            }
-        }
+        self.running(sweep, &mut pass).await?;
         Ok(pass)
     }
 
-    /// Asks the executor that ran `exec` for its status; `None` when it cannot say.
-    async fn ask_executor(&self, exec: &Execution, service: Option<&str>) -> Option<StatusAnswer> {
-        let addr = InstanceAddr::parse(exec.executor_instance.as_deref()?).ok()?;
-        let known = match service {
-            Some(s) => self
-                .discovery
-                .executors(s)
-                .await
-                .into_iter()
-                .find(|e| e.addr == addr),
-            None => None,
-        };
-        let instance = known.unwrap_or(ExecutorInstance {
-            addr,
-            path_prefix: None,
-        });
-        let (base, path) = self
-            .dispatcher
-            .endpoint(&instance, &format!("status/{}", exec.trace_id));
-        let resp = self
-            .dispatcher
-            .http()
-            .get(format!("{base}{path}"))
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-            .ok()?;
-        if !resp.status().is_success() {
-            return None;
+    async fn pending_expired(&self, pass: &mut Pass) -> Result<(), StoreError> {
+        let lease = chrono::Duration::seconds(self.settings.pending_grace_seconds as i64);
+        let before = Utc::now() - lease;
+        let mut cursor: Cursor = None;
+        let mut probes = JoinSet::new();
+        loop {
+            let page = self.store.pending_before(before, cursor, PAGE).await?;
+            let Some(last) = page.last() else { break };
+            cursor = Some((last.due_time, last.id));
+            let full = page.len() == PAGE as usize;
+            for exec in page {
+                // Resumed rows need a backlog place; without room the rest wait for the next
+                // pass rather than piling up as waiting tasks.
+                let Some(hold) = self.dispatcher.try_reserve(1).pop() else {
+                    drain(&mut probes, pass).await;
+                    return Ok(());
+                };
+                while probes.len() >= PROBES {
+                    next(&mut probes, pass).await;
+                }
+                let d = self.dispatcher.clone();
+                probes.spawn(async move { d.recover_pending(exec, hold).await });
+            }
+            if !full {
+                break;
+            }
         }
-        let bytes = resp.bytes().await.ok()?;
-        serde_json::from_slice(&bytes[..bytes.len().min(64 * 1024)]).ok()
+        drain(&mut probes, pass).await;
+        Ok(())
+    }
+
+    async fn running(&self, sweep: Sweep, pass: &mut Pass) -> Result<(), StoreError> {
+        let now = Utc::now();
+        let grace = chrono::Duration::seconds(self.settings.pending_grace_seconds as i64);
+        let stuck_after = chrono::Duration::seconds(self.settings.stuck_after_seconds.get() as i64);
+        let members: HashSet<String> = self.cluster.ring().instances().iter().cloned().collect();
+        let mut timeouts = std::collections::HashMap::new();
+        let mut cursor: Cursor = None;
+        let mut probes = JoinSet::new();
+        loop {
+            let page = self.store.running_before(now - grace, cursor, PAGE).await?;
+            let Some(last) = page.last() else { break };
+            cursor = Some((last.trigger_time, last.id));
+            let full = page.len() == PAGE as usize;
+            for exec in page {
+                let timeout = match timeouts.get(&exec.job_name) {
+                    Some(t) => *t,
+                    None => {
+                        let t = self
+                            .store
+                            .get_job(&exec.job_name)
+                            .await?
+                            .map_or(0, |j| j.spec.timeout_seconds as i64);
+                        timeouts.insert(exec.job_name.clone(), t);
+                        t
+                    }
+                };
+                let started = exec.start_time.unwrap_or(exec.due_time);
+                let overdue = now - started
+                    > chrono::Duration::seconds(timeout)
+                        + chrono::Duration::from_std(crate::dispatch::client::ANSWER_GRACE)
+                            .unwrap_or_default()
+                        + grace;
+                let orphaned = !exec
+                    .scheduler_instance
+                    .as_ref()
+                    .is_some_and(|s| members.contains(s));
+                let wanted = match sweep {
+                    Sweep::Recovery => orphaned && !overdue,
+                    Sweep::Overdue => overdue,
+                };
+                if !wanted {
+                    continue;
+                }
+                while probes.len() >= PROBES {
+                    next(&mut probes, pass).await;
+                }
+                let hold = self.dispatcher.try_reserve(1).pop();
+                let d = self.dispatcher.clone();
+                probes.spawn(
+                    async move { d.recover_running(exec, overdue, stuck_after, hold).await },
+                );
+            }
+            if !full {
+                break;
+            }
+        }
+        drain(&mut probes, pass).await;
+        Ok(())
+    }
+}
+
+type Probe = Result<Recovery, StoreError>;
+
+async fn next(probes: &mut JoinSet<Probe>, pass: &mut Pass) {
+    match probes.join_next().await {
+        Some(Ok(Ok(r))) => pass.count(r),
+        Some(Ok(Err(e))) => tracing::warn!(error = %e, "compensation could not settle a row"),
+        Some(Err(e)) => tracing::warn!(error = %e, "compensation probe failed"),
+        None => {}
+    }
+}
+
+async fn drain(probes: &mut JoinSet<Probe>, pass: &mut Pass) {
+    while !probes.is_empty() {
+        next(probes, pass).await;
     }
 }

@@ -356,6 +356,7 @@ mod tests {
             updated_at: Utc::now(),
             created_by: None,
             updated_by: None,
+            enabled_since: Utc::now(),
         }
     }
 

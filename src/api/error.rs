@@ -146,9 +146,10 @@ impl From<DispatchError> for ApiError {
             DispatchError::ExecutionNotFound(t) => {
                 Self::NotFound(format!("execution `{}` does not exist", truncate(&t)))
             }
-            e @ (DispatchError::NotFinished(_) | DispatchError::NotRunning(_)) => {
-                Self::Conflict(e.to_string())
-            }
+            e @ (DispatchError::NotFinished(_)
+            | DispatchError::NotRunning(_)
+            | DispatchError::AlreadyFinal(_)) => Self::Conflict(e.to_string()),
+            e @ DispatchError::Stopping => Self::Unavailable(e.to_string()),
             DispatchError::Store(e) => e.into(),
         }
     }

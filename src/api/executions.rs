@@ -19,6 +19,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_execution))
         .routes(routes!(trigger_job))
         .routes(routes!(retry_execution))
+        .routes(routes!(cancel_execution))
         .routes(routes!(report_result))
 }
 
@@ -181,13 +182,51 @@ async fn retry_execution(
 /// The longest result message a report may carry, in characters.
 pub const MAX_REPORT_MESSAGE: usize = 4000;
 
-/// The result an executor reports for an execution it accepted with 202.
+/// Stop a PENDING or RUNNING execution: it becomes CANCELLED (final, no retry follows) and
+/// the executor running it is asked to stop it (`POST {prefix}/cancel/{traceId}`); what the
+/// executor answered is in the execution's `errorMessage`.
+#[utoipa::path(post, path = "/api/v1/jobs/executions/{traceId}/cancel", tag = "executions",
+    security(("bearerAuth" = ["operator"])),
+    params(("traceId" = String, Path, description = "Trace id of the execution to cancel")),
+    responses(
+        (status = 200, description = "The cancelled execution", body = Execution),
+        (status = 401, description = "No or unknown token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The token's role may not cancel", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such execution", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The execution is already final", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The scheduler is shutting down", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn cancel_execution(
+    auth: Auth<Operator>,
+    State(state): State<AppState>,
+    Path(trace_id): Path<String>,
+) -> Result<axum::Json<Execution>, ApiError> {
+    Ok(axum::Json(
+        state.dispatcher.cancel(&trace_id, auth.actor()).await?,
+    ))
+}
+
+/// The final status an executor's SDK reports, when it knows more than success or failure.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReportedStatus {
+    Success,
+    Failed,
+    Timeout,
+    Cancelled,
+}
+
+/// The result an executor reports for an execution it accepted with 202 (or whose caller went
+/// away before the answer).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResultReport {
     pub success: bool,
     /// Result text (success) or error text (failure), at most 4000 characters.
     pub message: Option<String>,
+    /// The precise verdict (e.g. TIMEOUT when the executor stopped the handler at the job's
+    /// timeout); `success` decides when absent.
+    pub status: Option<ReportedStatus>,
 }
 
 /// Report the result of an asynchronous (202) execution. Settles a RUNNING execution once;
@@ -225,7 +264,17 @@ async fn report_result(
     Ok(axum::Json(
         state
             .dispatcher
-            .report(&trace_id, report.success, report.message)
+            .report(
+                &trace_id,
+                report.success,
+                report.status.map(|s| match s {
+                    ReportedStatus::Success => ExecutionStatus::Success,
+                    ReportedStatus::Failed => ExecutionStatus::Failed,
+                    ReportedStatus::Timeout => ExecutionStatus::Timeout,
+                    ReportedStatus::Cancelled => ExecutionStatus::Cancelled,
+                }),
+                report.message,
+            )
             .await?,
     ))
 }

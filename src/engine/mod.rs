@@ -5,12 +5,15 @@
 //! scheduler list changes (discovery push), when a job is changed through this instance, and
 //! every `scheduler.job_refresh_millis` to check the shared job revision counter for changes
 //! made through other instances. Ten thousand jobs are ten thousand queue entries, not ten
-//! thousand tasks. Due fires are handed to the [`Dispatcher`] and never block the loop.
+//! thousand tasks. Due fires are handed to the [`Dispatcher`] only with a place in its bounded
+//! backlog each, and the loop never waits for room inside a hand-over: fires without room stay
+//! queued here while the loop goes on watching for changes, so any number of owed fires (a
+//! restart, a failover) flows through the bound and nothing waits on itself.
 
 pub mod ownership;
 pub mod timers;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -25,7 +28,7 @@ use crate::dispatch::Dispatcher;
 use crate::jobs::JobDefinition;
 use crate::store::{Store, StoreError};
 use ownership::OwnershipRing;
-use timers::{FireSchedule, MisfireRules, Step};
+use timers::{DueFire, FireSchedule, MisfireRules, Step};
 
 /// Due fires taken from the queue per step of a burst.
 const DUE_SLICE: usize = 256;
@@ -109,32 +112,18 @@ impl Engine {
         let mut members = self.discovery.schedulers();
         let mut members_open = true;
         let mut schedule = FireSchedule::default();
+        let mut owed = VecDeque::new();
         let mut resync = true;
         let mut reload_pending = false;
         let mut next_refresh = Instant::now() + self.refresh;
         loop {
             if resync {
                 let ring = OwnershipRing::new(members.borrow_and_update().clone(), self.strategy);
-                self.sync(&mut schedule, ring).await;
+                let step = self.sync(&mut schedule, ring).await;
+                self.accept(step, &mut owed);
                 resync = false;
             }
-            // A large burst is handed out in slices, so the first calls go out while the
-            // rest are still being taken from the queue.
-            // When the backlog is full the loop waits here; instants that wait beyond the
-            // tolerance follow the misfire policy when taken. A pass takes what was due when
-            // it began, for at most PASS_LIMIT, so membership and job changes are seen
-            // between passes even when the scheduler cannot keep up.
-            let (due_at, pass) = (Utc::now(), Instant::now());
-            while schedule.has_due(due_at) && pass.elapsed() < PASS_LIMIT {
-                let room = tokio::select! {
-                    room = self.dispatcher.reserve(DUE_SLICE) => room,
-                    _ = cancel.cancelled() => break,
-                };
-                let step = schedule.take_due(Utc::now(), self.rules, room.len());
-                self.dispatch(step, room).await;
-                tokio::task::yield_now().await;
-            }
-
+            let blocked = self.hand_out(&mut schedule, &mut owed).await;
             let wake = schedule
                 .next_deadline()
                 .map(|d| Instant::now() + (d - Utc::now()).to_std().unwrap_or_default())
@@ -152,7 +141,10 @@ impl Engine {
                     reload_pending = true;
                     next_refresh = next_refresh.min(Instant::now() + RELOAD_COALESCE);
                 }
-                _ = tokio::time::sleep_until(wake) => {}
+                // Fires are waiting for backlog room: go on as soon as there is some.
+                _ = self.dispatcher.room(), if blocked => {}
+                _ = tokio::time::sleep_until(wake), if !blocked => {}
+                _ = tokio::time::sleep_until(next_refresh), if blocked => {}
             }
             if Instant::now() >= next_refresh {
                 next_refresh = Instant::now() + self.refresh;
@@ -161,7 +153,8 @@ impl Engine {
                     Ok(changed) => {
                         resync |= changed;
                         if self.dispatcher.has_missed() {
-                            self.recover_missed(Utc::now()).await;
+                            let step = self.recover_missed(Utc::now());
+                            self.accept(step, &mut owed);
                         }
                     }
                     Err(e) => {
@@ -173,31 +166,76 @@ impl Engine {
         tracing::info!("engine stopped");
     }
 
+    /// Hands due fires to the dispatcher, owed ones (gains, catch-ups) first, as far as the
+    /// backlog has room, in slices so the first calls go out while the rest are still being
+    /// taken. It never waits for room: fires without it stay in the schedule (where the
+    /// misfire policy applies when they are taken late) or in `owed`. A pass takes what was
+    /// due when it began, for at most PASS_LIMIT, so membership and job changes are seen
+    /// between passes even when the scheduler cannot keep up. `true` when fires are left
+    /// waiting for room.
+    async fn hand_out(&self, schedule: &mut FireSchedule, owed: &mut VecDeque<DueFire>) -> bool {
+        let (due_at, pass) = (Utc::now(), Instant::now());
+        loop {
+            let waiting = !owed.is_empty() || schedule.has_due(due_at);
+            if !waiting {
+                return false;
+            }
+            if pass.elapsed() >= PASS_LIMIT {
+                return true;
+            }
+            let room = self.dispatcher.try_reserve(DUE_SLICE);
+            if room.is_empty() {
+                return true;
+            }
+            if owed.len() < room.len() && schedule.has_due(due_at) {
+                let step = schedule.take_due(Utc::now(), self.rules, room.len() - owed.len());
+                self.accept(step, owed);
+            }
+            let fires: Vec<_> = owed
+                .drain(..room.len().min(owed.len()))
+                .map(|f| (f.job, f.fire_time))
+                .collect();
+            let room: Vec<_> = room.into_iter().take(fires.len()).collect();
+            self.dispatcher.spawn_fires(fires, room);
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Queues a step's due fires for hand-out and notes its skipped ones.
+    fn accept(&self, step: Step, owed: &mut VecDeque<DueFire>) {
+        for skipped in step.skipped {
+            metrics::counter!("scheduler_misfires_total", "job_name" => skipped.job.clone(), "action" => "skipped").increment(1);
+            tracing::info!(job_name = %skipped.job, fire_time = %skipped.fire_time, "missed fire not owed (misfire policy); skipped");
+        }
+        for due in step.due {
+            if due.misfire {
+                metrics::counter!("scheduler_misfires_total", "job_name" => due.job.name().to_string(), "action" => "fired").increment(1);
+                tracing::info!(job_name = %due.job.name(), fire_time = %due.fire_time, "catching up a missed fire (FIRE_ONCE_NOW)");
+            }
+            owed.push_back(due);
+        }
+    }
+
     /// The database answers again: fires it could not record follow the misfire policy.
-    async fn recover_missed(&self, now: chrono::DateTime<Utc>) {
+    fn recover_missed(&self, now: chrono::DateTime<Utc>) -> Step {
+        let mut step = Step::default();
         for crate::dispatch::MissedFire { job, fire_time } in self.dispatcher.take_missed() {
             let owed = now - fire_time <= self.rules.threshold
                 && job.spec.misfire_policy == crate::jobs::MisfirePolicy::FireOnceNow;
-            let step = if owed {
-                Step {
-                    due: vec![timers::DueFire {
-                        job,
-                        fire_time,
-                        misfire: true,
-                    }],
-                    ..Step::default()
-                }
+            if owed {
+                step.due.push(DueFire {
+                    job,
+                    fire_time,
+                    misfire: true,
+                });
             } else {
-                Step {
-                    skipped: vec![timers::SkippedFire {
-                        job: job.name().to_string(),
-                        fire_time,
-                    }],
-                    ..Step::default()
-                }
-            };
-            self.dispatch(step, Vec::new()).await;
+                step.skipped.push(timers::SkippedFire {
+                    job: job.name().to_string(),
+                    fire_time,
+                });
+            }
         }
+        step
     }
 
     /// Reloads the job set when the revision moved (or when forced). `true` if reloaded.
@@ -217,7 +255,7 @@ impl Engine {
         Ok(true)
     }
 
-    async fn sync(&self, schedule: &mut FireSchedule, ring: OwnershipRing) {
+    async fn sync(&self, schedule: &mut FireSchedule, ring: OwnershipRing) -> Step {
         let me = self.discovery.self_id();
         let owned: Vec<Arc<JobDefinition>> = self
             .jobs
@@ -266,31 +304,6 @@ impl Engine {
             .owned
             .store(schedule.len(), std::sync::atomic::Ordering::Relaxed);
         *self.cluster.ring.write().expect("ring lock") = ring;
-        self.dispatch(step, Vec::new()).await;
-    }
-
-    /// Hands the due fires to the dispatcher, each with its place in the backlog: `room`
-    /// covers the slice that was reserved, and places for fires beyond it are waited for.
-    async fn dispatch(&self, step: Step, mut room: Vec<tokio::sync::OwnedSemaphorePermit>) {
-        for skipped in step.skipped {
-            metrics::counter!("scheduler_misfires_total", "job" => skipped.job.clone(), "action" => "skipped").increment(1);
-            tracing::info!(job = %skipped.job, fire_time = %skipped.fire_time, "missed fire not owed (misfire policy); skipped");
-        }
-        let mut fires = Vec::with_capacity(step.due.len());
-        for due in step.due {
-            if due.misfire {
-                metrics::counter!("scheduler_misfires_total", "job" => due.job.name().to_string(), "action" => "fired").increment(1);
-                tracing::info!(job = %due.job.name(), fire_time = %due.fire_time, "catching up a missed fire (FIRE_ONCE_NOW)");
-            }
-            fires.push((due.job, due.fire_time));
-        }
-        while room.len() < fires.len() {
-            let more = self.dispatcher.reserve(fires.len() - room.len()).await;
-            if more.is_empty() {
-                break;
-            }
-            room.extend(more);
-        }
-        self.dispatcher.spawn_fires(fires, room);
+        step
     }
 }

@@ -9,9 +9,11 @@
 //! - of the instants older than that, only the latest counts ("fire once"): fired for
 //!   FIRE_ONCE_NOW when it is at most `threshold` old, otherwise skipped.
 //!
-//! On gain, only instants newer than the job's last change (a fire scheduled while the job
-//! was disabled or had another cron is not owed) and newer than the job's last recorded fire
-//! (the previous owner made it) are owed.
+//! On gain, only instants newer than the job's last recorded fire (the previous owner made
+//! it) and newer than the moment it was last enabled (a fire scheduled while the job was
+//! disabled is not owed) are owed; other edits do not cancel a catch-up. When an owned job is
+//! changed, the new definition's instants from the old schedule's next instant on are owed
+//! under the same rules, so an edit landing just before (or around) a fire never loses it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -111,15 +113,22 @@ impl FireSchedule {
                         e.job = job;
                     }
                 }
-                Some(_) => {
+                Some(prev) => {
+                    // Changed: the new definition's instants from the old schedule's next
+                    // (not yet fired) instant up to now are owed under the misfire rules, so
+                    // an edit landing around a fire never loses it.
+                    let after = prev.next.map_or(now, |n| n - Duration::milliseconds(1));
                     self.remove(&name);
+                    if after < now {
+                        owed(&job, after, now, rules, &mut step);
+                    }
                     self.insert(job, now);
                 }
                 None => {
                     step.gained += 1;
                     let after = match last_fired.get(&name) {
-                        Some(last) => job.updated_at.max(*last),
-                        None => job.updated_at,
+                        Some(last) => job.enabled_since.max(*last),
+                        None => job.enabled_since,
                     };
                     owed(&job, after, now, rules, &mut step);
                     self.insert(job, now);
@@ -265,6 +274,7 @@ mod tests {
             source: Default::default(),
             created_at: t(updated),
             updated_at: t(updated),
+            enabled_since: t(updated),
             created_by: None,
             updated_by: None,
         })

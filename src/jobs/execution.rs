@@ -121,6 +121,31 @@ pub fn execution_id(
     )
 }
 
+/// Every execution id is built here, so their formats cannot drift apart:
+/// - cron fires: [`execution_id`], the same on every scheduler (the dedupe key);
+/// - other triggers (manual, operator retry, child): `{job}:{TRIGGER}:{trace_id}:{start}-{end}`,
+///   unique by their fresh trace id;
+/// - automatic retries: the first attempt's id plus `#r{n}`, so attempt n of a range can be
+///   created once only, whoever applies the retry policy.
+pub fn triggered_execution_id(
+    job: &str,
+    trigger: TriggerType,
+    trace_id: &str,
+    shard_start: u32,
+    shard_end: u32,
+) -> String {
+    format!(
+        "{job}:{}:{trace_id}:{shard_start}-{shard_end}",
+        trigger.as_str()
+    )
+}
+
+/// The id of automatic retry `retry` of the attempt whose id is `previous`.
+pub fn retry_execution_id(previous: &str, retry: u32) -> String {
+    let first = previous.split('#').next().unwrap_or(previous);
+    format!("{first}#r{retry}")
+}
+
 /// A W3C-compatible trace id: 32 lower-case hex digits, never all zero.
 pub fn new_trace_id() -> String {
     loop {
@@ -223,6 +248,20 @@ mod tests {
         assert_eq!(
             execution_id("order-sync", t, 0, 33),
             "order-sync:20240305070809:0-33"
+        );
+    }
+
+    #[test]
+    fn retry_ids_count_from_the_first_attempt() {
+        let first = "order-sync:20240305070809:0-33";
+        assert_eq!(retry_execution_id(first, 1), format!("{first}#r1"));
+        assert_eq!(
+            retry_execution_id(&retry_execution_id(first, 1), 2),
+            format!("{first}#r2")
+        );
+        assert_eq!(
+            triggered_execution_id("a", TriggerType::Manual, "t", 0, 9),
+            "a:MANUAL:t:0-9"
         );
     }
 

@@ -23,6 +23,7 @@ use utoipa::ToSchema;
 pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, execution_id, new_trace_id,
+    retry_execution_id, triggered_execution_id,
 };
 pub use name::{JobName, PathSegment};
 pub use policies::{
@@ -393,6 +394,8 @@ pub struct JobDefinition {
     pub updated_at: DateTime<Utc>,
     pub created_by: Option<String>,
     pub updated_by: Option<String>,
+    /// When the job was last switched on: instants before it are not owed to the job.
+    pub enabled_since: DateTime<Utc>,
 }
 
 impl JobDefinition {

@@ -188,17 +188,26 @@ pub enum DocumentOutcome {
     Applied(DocumentChanges),
 }
 
-/// A compare-and-set status change: applied only while the row is in one of `from`.
+/// A compare-and-set status change: applied only while the row is in one of `from` (and, when
+/// given, still held by `held_by` for the lease that began at `held_since`).
 #[derive(Debug, Clone)]
 pub struct Transition {
     pub from: &'static [ExecutionStatus],
     pub to: ExecutionStatus,
+    /// Guard: the row's `scheduler_instance` and `due_time` are still these (the lease of a
+    /// PENDING row; see `dispatch`). Only single-row `transition` honours guards.
+    pub held_by: Option<(String, DateTime<Utc>)>,
+    /// Hands the row to another holder: new `scheduler_instance` and `due_time`.
+    pub hand_to: Option<(String, DateTime<Utc>)>,
     pub executor_instance: Option<String>,
     pub start_time: Option<DateTime<Utc>>,
     pub finish_time: Option<DateTime<Utc>>,
     pub duration_ms: Option<i64>,
     pub result_message: Option<String>,
     pub error_message: Option<String>,
+    /// Inserted in the same transaction when this transition applies: the retry a failure
+    /// earns is never lost between the failure and its row.
+    pub retry: Option<NewExecution>,
 }
 
 impl Transition {
@@ -206,12 +215,15 @@ impl Transition {
         Self {
             from,
             to,
+            held_by: None,
+            hand_to: None,
             executor_instance: None,
             start_time: None,
             finish_time: None,
             duration_ms: None,
             result_message: None,
             error_message: None,
+            retry: None,
         }
     }
 }
@@ -230,6 +242,24 @@ pub struct Activity {
 
 /// How many recent cron starts [`Store::activity_since`] returns.
 pub const ACTIVITY_DELAY_SAMPLE: i64 = 100;
+
+/// What one transition of a batch came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// The row was not in a `from` state: someone else decided it.
+    No,
+    /// Applied; with the retry row when the transition carried one.
+    Yes(Option<Box<Execution>>),
+}
+
+impl Applied {
+    pub fn applied(&self) -> bool {
+        matches!(self, Self::Yes(_))
+    }
+}
+
+/// Where a keyset page of executions continues: after this sort key and id.
+pub type Cursor = Option<(DateTime<Utc>, i64)>;
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -294,12 +324,6 @@ pub trait Store: Send + Sync + 'static {
         &self,
         fires: &[(FireClaim, Vec<NewExecution>)],
     ) -> Result<Vec<FireOutcome>, StoreError>;
-    /// Moves freshly recorded PENDING rows to RUNNING in one statement; returns how many moved.
-    async fn start_executions(
-        &self,
-        trace_ids: &[String],
-        start_time: DateTime<Utc>,
-    ) -> Result<u64, StoreError>;
     /// The most recent claimed fire of a job (misfire detection).
     async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// The most recent claimed fire of every job fired at or after `since`.
@@ -325,20 +349,27 @@ pub trait Store: Send + Sync + 'static {
         page: PageRequest,
         count_cap: i64,
     ) -> Result<Page<Execution>, StoreError>;
-    /// Compare-and-set; `true` when this call changed the row.
-    async fn transition(&self, trace_id: &str, t: &Transition) -> Result<bool, StoreError>;
-    /// Several transitions in one transaction (one commit); `true` for each that applied.
-    async fn transitions(&self, batch: &[(String, Transition)]) -> Result<Vec<bool>, StoreError>;
-    /// PENDING rows due before `due_before`, oldest first.
-    async fn due_pending(
+    /// Compare-and-set (with its guards); `true` when this call changed the row. A retry the
+    /// transition carries is inserted with it.
+    async fn transition(&self, trace_id: &str, t: &Transition) -> Result<Applied, StoreError>;
+    /// Several transitions in one transaction (one commit), decided in order as if applied
+    /// one by one, with the retry rows of those that apply. Guards are not supported here.
+    async fn transitions(&self, batch: &[(String, Transition)])
+    -> Result<Vec<Applied>, StoreError>;
+    /// PENDING rows whose `due_time` is before `due_before` (their holder's lease ran out),
+    /// oldest first, continuing after `after` (keyset paging over `(due_time, id)`).
+    async fn pending_before(
         &self,
         due_before: DateTime<Utc>,
+        after: Cursor,
         limit: u32,
     ) -> Result<Vec<Execution>, StoreError>;
-    /// RUNNING rows started before `started_before`, oldest first.
-    async fn running_since(
+    /// RUNNING rows started before `started_before`, in `(trigger_time, id)` order after
+    /// `after` (keyset paging along the status index).
+    async fn running_before(
         &self,
         started_before: DateTime<Utc>,
+        after: Cursor,
         limit: u32,
     ) -> Result<Vec<Execution>, StoreError>;
 
@@ -412,7 +443,7 @@ impl StoreError {
 
 /// Milliseconds are the stored precision; truncating (not rounding) keeps a fire_time
 /// exactly equal wherever it is computed.
-fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::SubsecRound;
     t.trunc_subsecs(3)
 }

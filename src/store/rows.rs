@@ -36,6 +36,7 @@ pub struct JobRow {
     pub child_jobs: Option<String>,
     pub alert_channels: Option<String>,
     pub source: String,
+    pub enabled_since: Option<DateTime<Utc>>,
 }
 
 /// A list of names as stored: a JSON array, NULL when empty.
@@ -115,6 +116,7 @@ impl TryFrom<JobRow> for JobDefinition {
             source: r.source.parse().map_err(|m| err("source", m))?,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            enabled_since: r.enabled_since.unwrap_or(r.updated_at),
             created_by: r.created_by,
             updated_by: r.updated_by,
         })

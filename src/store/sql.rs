@@ -10,7 +10,7 @@ macro_rules! job_columns {
         "id, name, service_name, handler, cron, timezone, enabled, shard_count, shard_strategy, \
          shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
          created_at, updated_at, created_by, updated_by, route_strategy, overlap_policy, child_jobs, \
-         alert_channels, source"
+         alert_channels, source, enabled_since"
     };
 }
 
@@ -84,8 +84,9 @@ macro_rules! sql_store {
                 let insert = sqlx::query(
                     "INSERT INTO job_definition (name, service_name, handler, cron, timezone, enabled, shard_count, \
                      shard_strategy, shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
-                     route_strategy, overlap_policy, child_jobs, alert_channels, created_at, updated_at, created_by, updated_by) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     route_strategy, overlap_policy, child_jobs, alert_channels, created_at, updated_at, created_by, updated_by, \
+                     enabled_since) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(spec.name.as_str());
                 Self::bind_spec(insert, spec)
@@ -93,6 +94,7 @@ macro_rules! sql_store {
                 .bind(now)
                 .bind(actor)
                 .bind(actor)
+                .bind(now)
                 .execute(&mut **tx)
                 .await
                 .map_err($crate::store::StoreError::from_write)?;
@@ -106,12 +108,15 @@ macro_rules! sql_store {
                 actor: Option<&str>,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<u64, $crate::store::StoreError> {
+                // `enabled_since` first: MySQL evaluates SET left to right, SQLite reads old values.
                 let update = sqlx::query(
-                    "UPDATE job_definition SET service_name = ?, handler = ?, cron = ?, timezone = ?, enabled = ?, \
+                    "UPDATE job_definition SET enabled_since = CASE WHEN enabled THEN enabled_since ELSE ? END, \
+                     service_name = ?, handler = ?, cron = ?, timezone = ?, enabled = ?, \
                      shard_count = ?, shard_strategy = ?, shard_params = ?, job_params = ?, timeout_seconds = ?, \
                      max_retry = ?, misfire_policy = ?, description = ?, route_strategy = ?, overlap_policy = ?, \
                      child_jobs = ?, alert_channels = ?, updated_at = ?, updated_by = ? WHERE name = ?",
-                );
+                )
+                .bind($crate::store::ms(now));
                 Ok(Self::bind_spec(update, spec)
                 .bind($crate::store::ms(now))
                 .bind(actor)
@@ -262,6 +267,10 @@ macro_rules! sql_store {
             fn transition_query(trace_id: &str, t: &$crate::store::Transition) -> sqlx::QueryBuilder<$db> {
                 let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE job_execution SET status = ");
                 qb.push_bind(t.to.as_str());
+                if let Some((owner, due)) = &t.hand_to {
+                    qb.push(", scheduler_instance = ").push_bind(owner.clone());
+                    qb.push(", due_time = ").push_bind($crate::store::ms(*due));
+                }
                 if let Some(v) = &t.executor_instance {
                     qb.push(", executor_instance = ").push_bind(v.clone());
                 }
@@ -280,13 +289,63 @@ macro_rules! sql_store {
                 if let Some(v) = &t.error_message {
                     qb.push(", error_message = ").push_bind(v.clone());
                 }
-                qb.push(" WHERE trace_id = ").push_bind(trace_id.to_string()).push(" AND status IN (");
+                qb.push(" WHERE trace_id = ").push_bind(trace_id.to_string());
+                if let Some((owner, due)) = &t.held_by {
+                    qb.push(" AND scheduler_instance = ").push_bind(owner.clone());
+                    qb.push(" AND due_time = ").push_bind($crate::store::ms(*due));
+                }
+                qb.push(" AND status IN (");
                 let mut list = qb.separated(", ");
                 for s in t.from {
                     list.push_bind(s.as_str());
                 }
                 qb.push(")");
                 qb
+            }
+
+            /// Inserts the retry rows of the transitions that applied, in their transaction.
+            async fn insert_retries(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                batch: &[&(String, $crate::store::Transition)],
+                applied: &mut [$crate::store::Applied],
+            ) -> Result<(), $crate::store::StoreError> {
+                let rows: Vec<&$crate::jobs::NewExecution> = batch
+                    .iter()
+                    .zip(applied.iter())
+                    .filter(|(_, a)| a.applied())
+                    .filter_map(|((_, t), _)| t.retry.as_ref())
+                    .collect();
+                if rows.is_empty() {
+                    return Ok(());
+                }
+                let mut inserted = Self::insert_executions(tx, &rows).await?.into_iter();
+                for ((_, t), a) in batch.iter().zip(applied.iter_mut()) {
+                    if a.applied() && t.retry.is_some() {
+                        *a = $crate::store::Applied::Yes(inserted.next().map(Box::new));
+                    }
+                }
+                Ok(())
+            }
+
+            async fn keyset_page(
+                status: &'static str,
+                time_column: &'static str,
+                filter_column: &'static str,
+                before: chrono::DateTime<chrono::Utc>,
+                after: $crate::store::Cursor,
+                limit: u32,
+                pool: &sqlx::Pool<$db>,
+            ) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!("SELECT ", execution_columns!(), " FROM job_execution WHERE status = "));
+                qb.push_bind(status);
+                qb.push(format!(" AND {filter_column} < ")).push_bind($crate::store::ms(before));
+                if let Some((t, id)) = after {
+                    qb.push(format!(" AND ({time_column} > ")).push_bind(t);
+                    qb.push(format!(" OR ({time_column} = ")).push_bind(t).push(" AND id > ").push_bind(id).push("))");
+                }
+                qb.push(format!(" ORDER BY {time_column}, id LIMIT ")).push_bind(limit as i64);
+                let rows = qb.build_query_as::<$crate::store::rows::ExecutionRow>().fetch_all(pool).await?;
+                rows.into_iter().map(Self::execution).collect()
             }
 
             fn execution(row: $crate::store::rows::ExecutionRow) -> Result<$crate::jobs::Execution, $crate::store::StoreError> {
@@ -375,7 +434,12 @@ macro_rules! sql_store {
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
-                let changed = sqlx::query("UPDATE job_definition SET enabled = ?, updated_at = ?, updated_by = ? WHERE name = ?")
+                // `enabled_since` first: MySQL evaluates SET left to right, SQLite reads old values.
+                let changed = sqlx::query(
+                    "UPDATE job_definition SET enabled_since = CASE WHEN enabled THEN enabled_since ELSE ? END, \
+                     enabled = ?, updated_at = ?, updated_by = ? WHERE name = ?",
+                )
+                    .bind($crate::store::ms(now))
                     .bind(enabled)
                     .bind($crate::store::ms(now))
                     .bind(actor)
@@ -612,25 +676,6 @@ macro_rules! sql_store {
                 Ok(outcomes)
             }
 
-            async fn start_executions(
-                &self,
-                trace_ids: &[String],
-                start_time: chrono::DateTime<chrono::Utc>,
-            ) -> Result<u64, $crate::store::StoreError> {
-                let mut moved = 0;
-                for chunk in trace_ids.chunks(500) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE job_execution SET status = 'RUNNING', start_time = ");
-                    qb.push_bind($crate::store::ms(start_time)).push(" WHERE status = 'PENDING' AND trace_id IN (");
-                    let mut list = qb.separated(", ");
-                    for t in chunk {
-                        list.push_bind(t.clone());
-                    }
-                    qb.push(")");
-                    moved += qb.build().execute(&self.pool).await?.rows_affected();
-                }
-                Ok(moved)
-            }
-
             async fn last_fire_time(&self, job: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, $crate::store::StoreError> {
                 Ok(sqlx::query_scalar("SELECT MAX(fire_time) FROM job_fire WHERE job_name = ?")
                     .bind(job)
@@ -728,11 +773,22 @@ macro_rules! sql_store {
                 Ok(found)
             }
 
-            async fn transition(&self, trace_id: &str, t: &$crate::store::Transition) -> Result<bool, $crate::store::StoreError> {
-                Ok(Self::transition_query(trace_id, t).build().execute(&self.pool).await?.rows_affected() == 1)
+            async fn transition(&self, trace_id: &str, t: &$crate::store::Transition) -> Result<$crate::store::Applied, $crate::store::StoreError> {
+                if t.retry.is_none() {
+                    let changed = Self::transition_query(trace_id, t).build().execute(&self.pool).await?.rows_affected() == 1;
+                    return Ok(if changed { $crate::store::Applied::Yes(None) } else { $crate::store::Applied::No });
+                }
+                let mut tx = self.pool.begin().await?;
+                let changed = Self::transition_query(trace_id, t).build().execute(&mut *tx).await?.rows_affected() == 1;
+                let mut applied = [if changed { $crate::store::Applied::Yes(None) } else { $crate::store::Applied::No }];
+                let item = (trace_id.to_string(), t.clone());
+                Self::insert_retries(&mut tx, &[&item], &mut applied).await?;
+                tx.commit().await?;
+                let [a] = applied;
+                Ok(a)
             }
 
-            async fn transitions(&self, batch: &[(String, $crate::store::Transition)]) -> Result<Vec<bool>, $crate::store::StoreError> {
+            async fn transitions(&self, batch: &[(String, $crate::store::Transition)]) -> Result<Vec<$crate::store::Applied>, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
                 // Compare: the current status of every row, locked until the commit.
                 let mut current: std::collections::HashMap<String, String> = std::collections::HashMap::with_capacity(batch.len());
@@ -758,7 +814,7 @@ macro_rules! sql_store {
                         }
                         _ => false,
                     };
-                    applied.push(wins);
+                    applied.push(if wins { $crate::store::Applied::Yes(None) } else { $crate::store::Applied::No });
                     if wins {
                         winners.push(item);
                     }
@@ -775,30 +831,20 @@ macro_rules! sql_store {
                         Self::set_many(chunk).build().execute(&mut *tx).await?;
                     }
                 }
+                let all: Vec<&(String, $crate::store::Transition)> = batch.iter().collect();
+                Self::insert_retries(&mut tx, &all, &mut applied).await?;
                 tx.commit().await?;
                 Ok(applied)
             }
 
-            async fn due_pending(&self, due_before: chrono::DateTime<chrono::Utc>, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
-                let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
-                    "SELECT ", execution_columns!(), " FROM job_execution WHERE status = 'PENDING' AND due_time < ? ORDER BY due_time LIMIT ?"
-                ))
-                .bind($crate::store::ms(due_before))
-                .bind(limit as i64)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.into_iter().map(Self::execution).collect()
+            async fn pending_before(&self, due_before: chrono::DateTime<chrono::Utc>, after: $crate::store::Cursor, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                // Along (status, due_time); InnoDB appends the id to that index.
+                Self::keyset_page("PENDING", "due_time", "due_time", due_before, after, limit, &self.pool).await
             }
 
-            async fn running_since(&self, started_before: chrono::DateTime<chrono::Utc>, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
-                let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
-                    "SELECT ", execution_columns!(), " FROM job_execution WHERE status = 'RUNNING' AND start_time < ? ORDER BY start_time LIMIT ?"
-                ))
-                .bind($crate::store::ms(started_before))
-                .bind(limit as i64)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.into_iter().map(Self::execution).collect()
+            async fn running_before(&self, started_before: chrono::DateTime<chrono::Utc>, after: $crate::store::Cursor, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                // Along (status, trigger_time); the start time is filtered on the way.
+                Self::keyset_page("RUNNING", "trigger_time", "start_time", started_before, after, limit, &self.pool).await
             }
 
             async fn activity_since(&self, since: chrono::DateTime<chrono::Utc>) -> Result<$crate::store::Activity, $crate::store::StoreError> {

@@ -181,6 +181,7 @@ fn job(name: &str, max_retry: i64, channels: &[&str]) -> JobDefinition {
         updated_at: Utc::now(),
         created_by: None,
         updated_by: None,
+        enabled_since: Utc::now(),
     }
 }
 

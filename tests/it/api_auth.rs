@@ -279,7 +279,7 @@ async fn result_reports_need_a_signature_or_operator(backend: Backend) {
             start_time: Some(now),
             ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
         };
-        assert!(app.store.transition(&t, &start).await.unwrap());
+        assert!(app.store.transition(&t, &start).await.unwrap().applied());
         t
     };
     let path = format!("/api/v1/jobs/executions/{trace}/result");

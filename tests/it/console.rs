@@ -208,7 +208,13 @@ async fn overview_counts_the_last_hour(backend: Backend) {
             start_time: Some(fire_time + chrono::Duration::milliseconds(start_delay_ms)),
             ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
         };
-        assert!(app.store.transition(&trace_id, &start).await.unwrap());
+        assert!(
+            app.store
+                .transition(&trace_id, &start)
+                .await
+                .unwrap()
+                .applied()
+        );
     }
 
     let (status, o) = app.get("/api/v1/overview").await;

@@ -144,10 +144,10 @@ async fn sharded_fire_reaches_three_executors_with_every_header(backend: Backend
     }
     let metrics = app.metrics().await;
     assert!(
-        metrics.contains("job_execution_total{job=\"stock-count\",status=\"SUCCESS\"}"),
+        metrics.contains("job_execution_total{job_name=\"stock-count\",status=\"SUCCESS\"}"),
         "{metrics}"
     );
-    assert!(metrics.contains("job_execution_duration_seconds_bucket{job=\"stock-count\""));
+    assert!(metrics.contains("job_execution_duration_seconds_bucket{job_name=\"stock-count\""));
     assert!(metrics.contains("scheduler_fire_delay_seconds_bucket"));
     assert!(metrics.contains("scheduler_owned_jobs"));
 }
@@ -204,7 +204,9 @@ async fn split_view_schedulers_dispatch_each_fire_once(backend: Backend) {
     let skipped: f64 = [a.metrics().await, b.metrics().await]
         .iter()
         .flat_map(|m| m.lines().map(str::to_string).collect::<Vec<_>>())
-        .filter(|l| l.starts_with("scheduler_duplicate_dispatch_skipped_total{job=\"split-view\"}"))
+        .filter(|l| {
+            l.starts_with("scheduler_duplicate_dispatch_skipped_total{job_name=\"split-view\"}")
+        })
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
         .sum::<f64>();
     assert!(

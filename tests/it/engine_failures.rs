@@ -109,13 +109,18 @@ async fn http_500_fails_and_retries_stop_at_max_retry(backend: Backend) {
     );
     let m = app.metrics().await;
     assert!(
-        m.contains(&format!("job_execution_failures_total{{job=\"{job}\"}} 3")),
+        m.contains(&format!(
+            "job_execution_failures_total{{job_name=\"{job}\"}} 3"
+        )),
         "{m}"
     );
 }
 
 async fn no_answer_within_the_timeout_is_timeout(backend: Backend) {
-    let rec = Recorder::with(|_| Reply::slow(Duration::from_secs(4))).await;
+    // The executor neither answers nor stops on its own (the SDK would stop it at the job's
+    // timeout): the scheduler waits the timeout plus its grace, asks the executor to stop,
+    // and only with the stop confirmed settles TIMEOUT.
+    let rec = Recorder::with(|_| Reply::slow(Duration::from_secs(20))).await;
     let app = app_with(backend, "svc", vec![rec.addr.clone()]).await;
     app.create_job(&manual_job(
         "sleepy",
@@ -123,16 +128,17 @@ async fn no_answer_within_the_timeout_is_timeout(backend: Backend) {
         json!({"timeoutSeconds": 1, "maxRetry": 0}),
     ))
     .await;
-    trigger(&app, "sleepy").await;
+    let trace = trigger(&app, "sleepy").await[0]["traceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let rows = settled(&app, "sleepy", 1).await;
     assert_eq!(rows[0]["status"], "TIMEOUT");
-    assert!(
-        rows[0]["errorMessage"].as_str().unwrap().contains("1s"),
-        "{}",
-        rows[0]
+    assert_eq!(
+        rows[0]["errorMessage"],
+        "no answer within 6s; the executor stopped it on request"
     );
-    let took = rows[0]["durationMs"].as_i64().unwrap();
-    assert!((900..3500).contains(&took), "{took} ms");
+    assert_eq!(rec.cancels(), [trace]);
 }
 
 async fn refused_connection_fails_over_to_the_next_executor(backend: Backend) {
@@ -176,8 +182,12 @@ async fn accepted_then_reported(backend: Backend) {
         report_url,
         app.url(&format!("/api/v1/jobs/executions/{trace}/result"))
     );
-    let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
-    assert_eq!(e["status"], "RUNNING");
+    // RUNNING is written right after the call went out.
+    eventually(Duration::from_secs(5), "RUNNING", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "RUNNING").then_some(())
+    })
+    .await;
 
     let (status, problem) = app
         .post(

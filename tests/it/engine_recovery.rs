@@ -14,6 +14,8 @@ use crate::recorder::Recorder;
 backend_tests!(
     compensation_times_out_stuck_running_rows_and_retries,
     compensation_redispatches_abandoned_pending_rows,
+    a_call_that_never_arrived_is_sent_again_without_spending_a_retry,
+    a_run_lost_to_an_executor_restart_is_retried,
     restart_between_fires_follows_the_misfire_policy,
 );
 
@@ -24,7 +26,7 @@ async fn compensating_app(backend: Backend, rec: &Recorder) -> TestApp {
         s.executors.static_ = static_executors("svc", &addr);
         s.compensation.interval_seconds = 1u64.try_into().unwrap();
         s.compensation.stuck_after_seconds = 1u64.try_into().unwrap();
-        s.compensation.pending_grace_seconds = 1;
+        s.compensation.pending_grace_seconds = 2;
         s.scheduler.retry_backoff_millis = 50u64.try_into().unwrap();
         s.scheduler.retry_backoff_max_millis = 100u64.try_into().unwrap();
     })
@@ -68,7 +70,7 @@ async fn abandoned_row(
             start_time: Some(long_ago),
             ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
         };
-        assert!(app.store.transition(&trace_id, &t).await.unwrap());
+        assert!(app.store.transition(&trace_id, &t).await.unwrap().applied());
     }
     trace_id
 }
@@ -77,7 +79,8 @@ async fn compensation_times_out_stuck_running_rows_and_retries(backend: Backend)
     let rec = Recorder::start().await;
     let app = compensating_app(backend, &rec).await;
     app.create_job(&json!({"name": "stuck", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "timeoutSeconds": 1, "maxRetry": 1})).await;
-    // The executor does not know the execution (its status endpoint answers 404).
+    // Long past the job's timeout: compensation asks the executor to stop it, which it
+    // confirms, and only then is the execution TIMEOUT and retried.
     let trace = abandoned_row(&app, "stuck", ExecutionStatus::Running, &rec.addr).await;
     let e = eventually(Duration::from_secs(10), "TIMEOUT", || async {
         let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
@@ -113,9 +116,10 @@ async fn compensation_times_out_stuck_running_rows_and_retries(backend: Backend)
     let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
     assert_eq!(e["status"], "TIMEOUT");
 
-    // An executor that says the execution is still running is left alone; one that has the
-    // result settles the row with it.
-    let running = abandoned_row(&app, "stuck", ExecutionStatus::Running, &rec.addr).await;
+    // A RUNNING row of a departed scheduler, within its job's timeout: the executor is asked.
+    // Still running: left alone. Finished: settled with its answer.
+    app.create_job(&json!({"name": "long", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "timeoutSeconds": 3600, "maxRetry": 1})).await;
+    let running = abandoned_row(&app, "long", ExecutionStatus::Running, &rec.addr).await;
     rec.set_status_answer(Some(json!({"status": "RUNNING"})));
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let (_, e) = app.get(&format!("/api/v1/jobs/executions/{running}")).await;
@@ -226,4 +230,54 @@ async fn restart_between_fires_follows_the_misfire_policy(backend: Backend) {
         .unwrap();
     assert!(caught.received_at >= back, "fired after the restart");
     second.stop().await;
+}
+
+/// A RUNNING row of a departed scheduler whose executor never received the call (the
+/// scheduler died between RUNNING and the call): dispatched again as the same execution, so
+/// a job with no retries still runs once.
+async fn a_call_that_never_arrived_is_sent_again_without_spending_a_retry(backend: Backend) {
+    let rec = Recorder::start().await;
+    let app = compensating_app(backend, &rec).await;
+    app.create_job(&json!({"name": "lost-call", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "timeoutSeconds": 3600, "maxRetry": 0})).await;
+    rec.set_status_answer(Some(
+        json!({"status": "UNKNOWN", "startedAt": "2020-01-01T00:00:00Z"}),
+    ));
+    let trace = abandoned_row(&app, "lost-call", ExecutionStatus::Running, &rec.addr).await;
+    let e = eventually(Duration::from_secs(10), "SUCCESS", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "SUCCESS").then_some(e)
+    })
+    .await;
+    assert_eq!(e["retryCount"], 0);
+    let calls = rec.calls();
+    assert_eq!(calls.len(), 1, "called once");
+    assert_eq!(calls[0].trace_id(), trace);
+    assert_eq!(app.executions("lost-call").await.len(), 1, "no retry row");
+}
+
+/// The executor restarted after the call: the run died with its process, so the row fails and
+/// the retry policy runs it again.
+async fn a_run_lost_to_an_executor_restart_is_retried(backend: Backend) {
+    let rec = Recorder::start().await;
+    let app = compensating_app(backend, &rec).await;
+    app.create_job(&json!({"name": "restarted", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "timeoutSeconds": 3600, "maxRetry": 1})).await;
+    rec.set_status_answer(Some(json!({"status": "UNKNOWN", "startedAt": Utc::now()})));
+    let trace = abandoned_row(&app, "restarted", ExecutionStatus::Running, &rec.addr).await;
+    let e = eventually(Duration::from_secs(10), "FAILED", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "FAILED").then_some(e)
+    })
+    .await;
+    assert!(
+        e["errorMessage"].as_str().unwrap().contains("restarted"),
+        "{e}"
+    );
+    let retry = eventually(Duration::from_secs(10), "the retry", || async {
+        app.executions("restarted")
+            .await
+            .into_iter()
+            .find(|r| r["parentTraceId"] == trace.as_str() && r["status"] == "SUCCESS")
+    })
+    .await;
+    assert_eq!(retry["triggerType"], "COMPENSATION");
 }

@@ -18,6 +18,7 @@ mod demo_e2e;
 mod engine_dispatch;
 mod engine_failures;
 mod engine_recovery;
+mod faults;
 mod java_executor;
 mod job_document;
 mod job_policies;

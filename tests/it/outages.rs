@@ -114,7 +114,8 @@ async fn database_down_for_30_seconds_then_back() {
     );
     let metrics = app.metrics().await;
     assert!(
-        metrics.contains("scheduler_misfires_total{job=\"through-outage\",action=\"fired\"} 1"),
+        metrics
+            .contains("scheduler_misfires_total{job_name=\"through-outage\",action=\"fired\"} 1"),
         "exactly one catch-up fire: {metrics}"
     );
     assert!(calls_during <= calls.len());

@@ -80,6 +80,7 @@ struct Shared {
     calls: Arc<Mutex<Vec<RecordedCall>>>,
     behaviour: Arc<Mutex<Behaviour>>,
     status: Arc<Mutex<Option<Value>>>,
+    cancels: Arc<Mutex<Vec<String>>>,
 }
 
 pub struct Recorder {
@@ -98,9 +99,11 @@ impl Recorder {
             calls: Arc::default(),
             behaviour: Arc::new(Mutex::new(Arc::new(behaviour))),
             status: Arc::default(),
+            cancels: Arc::default(),
         };
         let app = Router::new()
             .route("/internal/job/status/{trace}", get(status))
+            .route("/internal/job/cancel/{trace}", post(cancel))
             .route("/internal/job/{handler}", post(call))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -121,6 +124,11 @@ impl Recorder {
     }
 
     /// What `GET /internal/job/status/{traceId}` answers (404 while `None`).
+    /// Trace ids the scheduler asked this executor to stop.
+    pub fn cancels(&self) -> Vec<String> {
+        self.shared.cancels.lock().unwrap().clone()
+    }
+
     pub fn set_status_answer(&self, answer: Option<Value>) {
         *self.shared.status.lock().unwrap() = answer;
     }
@@ -154,8 +162,17 @@ async fn call(
     (StatusCode::from_u16(reply.status).unwrap(), reply.body)
 }
 
+/// Cancel requests are recorded and confirmed, as the SDK does for an execution it runs.
+async fn cancel(State(s): State<Shared>, Path(trace): Path<String>) -> (StatusCode, String) {
+    s.cancels.lock().unwrap().push(trace.clone());
+    let answer = serde_json::json!({"traceId": trace, "status": "CANCELLED", "startedAt": "2020-01-01T00:00:00Z"});
+    (StatusCode::OK, answer.to_string())
+}
+
 async fn status(State(s): State<Shared>) -> (StatusCode, String) {
     match s.status.lock().unwrap().clone() {
+        // As the SDK answers for an execution it does not know.
+        Some(v) if v["status"] == "UNKNOWN" => (StatusCode::NOT_FOUND, v.to_string()),
         Some(v) => (StatusCode::OK, v.to_string()),
         None => (StatusCode::NOT_FOUND, String::new()),
     }

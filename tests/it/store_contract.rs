@@ -6,7 +6,7 @@ use jobflow::jobs::{
     ExecutionStatus, JobRequest, JobSpec, NewExecution, TimeZoneName, TriggerType, execution_id,
     new_trace_id,
 };
-use jobflow::store::{self, FireClaim, FireOutcome, StoreError, Transition, UniqueKey};
+use jobflow::store::{self, Applied, FireClaim, FireOutcome, StoreError, Transition, UniqueKey};
 
 use crate::helpers::{Backend, TestDb, backend_tests, base_settings};
 
@@ -17,6 +17,9 @@ backend_tests!(
     fire_claims_are_exclusive_and_atomic,
     transitions_are_compare_and_set,
     execution_search_counts_up_to_the_cap,
+    a_lease_guards_its_row_and_hands_over_once,
+    a_failure_and_its_retry_are_written_together,
+    stale_rows_are_paged_by_key
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -163,26 +166,37 @@ async fn transitions_are_compare_and_set(backend: Backend) {
     let fire = Utc::now() - Duration::minutes(10);
     let r = row("j", fire, 0, 9);
     s.record_fire(None, std::slice::from_ref(&r)).await.unwrap();
-    assert_eq!(s.due_pending(Utc::now(), 10).await.unwrap().len(), 1);
+    assert_eq!(
+        s.pending_before(Utc::now(), None, 10).await.unwrap().len(),
+        1
+    );
 
     let mut start = Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running);
     start.executor_instance = Some("127.0.0.1:9001".into());
     start.start_time = Some(fire);
-    assert!(s.transition(&r.trace_id, &start).await.unwrap());
+    assert!(s.transition(&r.trace_id, &start).await.unwrap().applied());
     assert!(
-        !s.transition(&r.trace_id, &start).await.unwrap(),
+        !s.transition(&r.trace_id, &start).await.unwrap().applied(),
         "second start must lose"
     );
-    assert!(s.due_pending(Utc::now(), 10).await.unwrap().is_empty());
-    assert_eq!(s.running_since(Utc::now(), 10).await.unwrap().len(), 1);
+    assert!(
+        s.pending_before(Utc::now(), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        s.running_before(Utc::now(), None, 10).await.unwrap().len(),
+        1
+    );
 
     let mut timeout = Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Timeout);
     timeout.error_message = Some("no answer".into());
-    assert!(s.transition(&r.trace_id, &timeout).await.unwrap());
+    assert!(s.transition(&r.trace_id, &timeout).await.unwrap().applied());
     // A late success does not overwrite the compensator's verdict.
     let mut late = Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Success);
     late.result_message = Some("done".into());
-    assert!(!s.transition(&r.trace_id, &late).await.unwrap());
+    assert!(!s.transition(&r.trace_id, &late).await.unwrap().applied());
     let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
     assert_eq!(e.status, ExecutionStatus::Timeout);
     assert_eq!(e.executor_instance.as_deref(), Some("127.0.0.1:9001"));
@@ -236,14 +250,6 @@ async fn batched_fires_are_independent(backend: Backend) {
             s.get_execution(&e.trace_id).await.unwrap().as_ref()
         );
     }
-    // One statement starts them all; a second start finds nothing left to move.
-    let traces: Vec<String> = a_rows.iter().map(|e| e.trace_id.clone()).collect();
-    assert_eq!(s.start_executions(&traces, Utc::now()).await.unwrap(), 2);
-    assert_eq!(s.start_executions(&traces, Utc::now()).await.unwrap(), 0);
-    assert_eq!(
-        s.get_execution(&traces[0]).await.unwrap().unwrap().status,
-        ExecutionStatus::Running
-    );
 }
 
 /// A burst larger than one multi-row statement: every fire recorded, each returned row equal
@@ -290,10 +296,12 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
 
     // Results in one batch: each answer is its own compare-and-set.
     let traces: Vec<String> = recorded.iter().map(|e| e.trace_id.clone()).collect();
-    assert_eq!(
-        s.start_executions(&traces[..2], Utc::now()).await.unwrap(),
-        2
-    );
+    let start = || Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running);
+    let started = s
+        .transitions(&[(traces[0].clone(), start()), (traces[1].clone(), start())])
+        .await
+        .unwrap();
+    assert_eq!(started, [Applied::Yes(None), Applied::Yes(None)]);
     let done = |to| {
         let mut t = Transition::to(&[ExecutionStatus::Running], to);
         t.finish_time = Some(Utc::now());
@@ -309,7 +317,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(
-        answers,
+        answers.iter().map(Applied::applied).collect::<Vec<_>>(),
         [true, false, true, false],
         "a PENDING row and a second verdict do not apply"
     );
@@ -388,5 +396,138 @@ async fn execution_search_counts_up_to_the_cap(backend: Backend) {
     assert_eq!(
         (page.total_elements, page.total_elements_capped),
         (4, Some(true))
+    );
+}
+
+/// The dispatch lease: a guarded transition applies only while the row still names its
+/// holder and due time, and a hand-over moves both, so the old holder's guard then fails.
+async fn a_lease_guards_its_row_and_hands_over_once(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let due = Utc.with_ymd_and_hms(2024, 5, 1, 4, 0, 0).unwrap();
+    let r = row("j", due, 0, 9);
+    s.record_fire(None, std::slice::from_ref(&r)).await.unwrap();
+    let holder = ("127.0.0.1:8080".to_string(), due);
+    let later = due + Duration::seconds(30);
+    let take = Transition {
+        held_by: Some(holder.clone()),
+        hand_to: Some(("127.0.0.1:8081".into(), later)),
+        ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Pending)
+    };
+    assert!(s.transition(&r.trace_id, &take).await.unwrap().applied());
+    assert!(
+        !s.transition(&r.trace_id, &take).await.unwrap().applied(),
+        "a second take-over finds the row moved"
+    );
+    let old_holder_starts = Transition {
+        held_by: Some(holder),
+        start_time: Some(later),
+        ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
+    };
+    assert!(
+        !s.transition(&r.trace_id, &old_holder_starts)
+            .await
+            .unwrap()
+            .applied()
+    );
+    let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
+    assert_eq!(
+        (e.status, e.scheduler_instance.as_deref(), e.due_time),
+        (ExecutionStatus::Pending, Some("127.0.0.1:8081"), later)
+    );
+    let new_holder_starts = Transition {
+        held_by: Some(("127.0.0.1:8081".into(), later)),
+        ..old_holder_starts
+    };
+    assert!(
+        s.transition(&r.trace_id, &new_holder_starts)
+            .await
+            .unwrap()
+            .applied()
+    );
+}
+
+/// A failure's retry row is inserted with the failure, in batches and alone, and only when
+/// the failure applies.
+async fn a_failure_and_its_retry_are_written_together(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 5, 0, 0).unwrap();
+    let (a, b) = (row("a", fire, 0, 9), row("b", fire, 0, 9));
+    s.record_fire(None, &[a.clone(), b.clone()]).await.unwrap();
+    let retry_of = |r: &NewExecution| NewExecution {
+        execution_id: format!("{}#r1", r.execution_id),
+        trace_id: new_trace_id(),
+        trigger_type: TriggerType::Retry,
+        retry_count: 1,
+        parent_trace_id: Some(r.trace_id.clone()),
+        ..r.clone()
+    };
+    let fail = |r: &NewExecution| Transition {
+        error_message: Some("boom".into()),
+        retry: Some(retry_of(r)),
+        ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Failed)
+    };
+    let batch = s
+        .transitions(&[
+            (a.trace_id.clone(), fail(&a)),
+            (a.trace_id.clone(), fail(&a)),
+        ])
+        .await
+        .unwrap();
+    let Applied::Yes(Some(retry)) = &batch[0] else {
+        panic!("the failure applies with its retry: {batch:?}")
+    };
+    assert_eq!(
+        batch[1],
+        Applied::No,
+        "the second failure loses, and writes no retry"
+    );
+    assert_eq!(
+        Some(&**retry),
+        s.get_execution(&retry.trace_id).await.unwrap().as_ref()
+    );
+    assert_eq!(retry.parent_trace_id.as_deref(), Some(a.trace_id.as_str()));
+    let alone = s.transition(&b.trace_id, &fail(&b)).await.unwrap();
+    let Applied::Yes(Some(retry_b)) = alone else {
+        panic!("a single failure applies with its retry: {alone:?}")
+    };
+    assert_eq!(retry_b.retry_count, 1);
+    let history = s
+        .list_executions("a", None, store::PageRequest { page: 0, size: 10 })
+        .await
+        .unwrap();
+    assert_eq!(history.total_elements, 2, "one failure, one retry");
+}
+
+/// Compensation reads stale rows in keyset pages: every row once, oldest first.
+async fn stale_rows_are_paged_by_key(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let base = Utc.with_ymd_and_hms(2024, 5, 1, 6, 0, 0).unwrap();
+    // Five rows on two due times, so ties are broken by id.
+    let rows: Vec<NewExecution> = (0..5)
+        .map(|i| {
+            row(
+                &format!("j{i}"),
+                base + Duration::seconds(i64::from(i / 3)),
+                0,
+                9,
+            )
+        })
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = s
+            .pending_before(base + Duration::hours(1), cursor, 2)
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        cursor = Some((last.due_time, last.id));
+        seen.extend(page.into_iter().map(|e| e.job_name));
+    }
+    assert_eq!(seen, ["j0", "j1", "j2", "j3", "j4"]);
+    assert!(
+        s.pending_before(base, None, 10).await.unwrap().is_empty(),
+        "only rows due before the bound"
     );
 }

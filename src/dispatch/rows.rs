@@ -1,0 +1,128 @@
+//! The execution rows a fire, a retry or a re-run writes (SPEC §6.2–6.3, §6.6). Pure: the
+//! clock and the dispatching instance are passed in.
+
+use chrono::{DateTime, Utc};
+
+use super::plan;
+use crate::discovery::ExecutorInstance;
+use crate::jobs::{
+    Execution, ExecutionStatus, JobDefinition, NewExecution, TriggerType, execution_id,
+    new_trace_id, retry_execution_id, triggered_execution_id,
+};
+
+/// One PENDING row per shard range over the live executors (range `i` planned for executor
+/// `first + i`), held by `me` from `now`; or a single FAILED row when there is no executor
+/// at all (the retry policy then applies to it).
+pub fn fire_rows(
+    job: &JobDefinition,
+    fire_time: DateTime<Utc>,
+    trigger: TriggerType,
+    executors: &[ExecutorInstance],
+    me: &str,
+    now: DateTime<Utc>,
+) -> Vec<NewExecution> {
+    let name = job.name().as_str();
+    let shard_count = job.spec.shard_count;
+    let row = |start: u32, end: u32, executor: Option<String>| {
+        let trace_id = new_trace_id();
+        NewExecution {
+            execution_id: match trigger {
+                TriggerType::Cron => execution_id(name, fire_time, start, end),
+                other => triggered_execution_id(name, other, &trace_id, start, end),
+            },
+            trace_id,
+            job_name: name.to_string(),
+            trigger_type: trigger,
+            fire_time,
+            scheduler_instance: me.to_string(),
+            executor_instance: executor,
+            shard_start: start,
+            shard_end: end,
+            shard_count,
+            trigger_time: now,
+            due_time: now,
+            status: ExecutionStatus::Pending,
+            retry_count: 0,
+            parent_trace_id: None,
+            error_message: None,
+        }
+    };
+    let ranges = plan::split(shard_count, executors.len());
+    if ranges.is_empty() {
+        return vec![NewExecution {
+            status: ExecutionStatus::Failed,
+            error_message: Some(no_executor(job)),
+            ..row(0, shard_count - 1, None)
+        }];
+    }
+    ranges
+        .iter()
+        .zip(executors)
+        .map(|(r, e)| row(r.start, r.end, Some(e.addr.to_string())))
+        .collect()
+}
+
+/// The automatic retry of `failed`, due at `due`: same range and fire, one more retry;
+/// `trigger` is RETRY, or COMPENSATION when compensation settled the failure.
+pub fn retry_row(
+    failed: &Execution,
+    me: &str,
+    now: DateTime<Utc>,
+    due: DateTime<Utc>,
+    trigger: TriggerType,
+) -> NewExecution {
+    let retry = failed.retry_count + 1;
+    NewExecution {
+        execution_id: retry_execution_id(&failed.execution_id, retry),
+        retry_count: retry,
+        trigger_time: now,
+        due_time: due,
+        ..successor(failed, trigger, new_trace_id(), me)
+    }
+}
+
+/// An operator's re-run of a finished execution's range, as a new RETRY execution.
+pub fn rerun_row(finished: &Execution, me: &str, now: DateTime<Utc>) -> NewExecution {
+    let trace_id = new_trace_id();
+    NewExecution {
+        execution_id: triggered_execution_id(
+            &finished.job_name,
+            TriggerType::Retry,
+            &trace_id,
+            finished.shard_start,
+            finished.shard_end,
+        ),
+        retry_count: finished.retry_count + 1,
+        trigger_time: now,
+        due_time: now,
+        ..successor(finished, TriggerType::Retry, trace_id, me)
+    }
+}
+
+fn successor(parent: &Execution, trigger: TriggerType, trace_id: String, me: &str) -> NewExecution {
+    NewExecution {
+        execution_id: String::new(),
+        trace_id,
+        job_name: parent.job_name.clone(),
+        trigger_type: trigger,
+        fire_time: parent.fire_time,
+        scheduler_instance: me.to_string(),
+        executor_instance: None,
+        shard_start: parent.shard_start,
+        shard_end: parent.shard_end,
+        shard_count: parent.shard_count,
+        trigger_time: parent.trigger_time,
+        due_time: parent.due_time,
+        status: ExecutionStatus::Pending,
+        retry_count: parent.retry_count,
+        parent_trace_id: Some(parent.trace_id.clone()),
+        error_message: None,
+    }
+}
+
+pub fn no_executor(job: &JobDefinition) -> String {
+    format!(
+        "no executor instance available for service `{}`",
+        job.spec.service_name
+    )
+}

@@ -1,0 +1,108 @@
+//! Group commit of execution state changes, written until the database takes them.
+//!
+//! Every finished call ends in a compare-and-set of its row; written one by one, each is its
+//! own transaction and its own log flush, and at a thousand results a second those flushes are
+//! the database's main cost. The writer takes whatever changes are waiting, writes them in one
+//! transaction (with the retry rows that failures earn), and answers each caller with its own
+//! outcome. It never waits to fill a batch: a lone change is written at once.
+//!
+//! A change is never dropped: a batch that fails (database down, deadlock) is written again
+//! with a capped backoff until it goes in. Memory is bounded by the queue: at
+//! [`QUEUE_BOUND`] waiting changes, callers wait for room, and so hold their call slot and
+//! their place in the backlog; the engine then takes no new fires, which wait in the schedule
+//! and follow the misfire policy. A process that dies with changes queued leaves their rows
+//! PENDING or RUNNING, and compensation settles them from what the executor remembers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::store::{Applied, Store, Transition};
+
+/// At most this many changes share one transaction.
+const MAX_BATCH: usize = 256;
+
+/// Batches written at the same time, each on its own connection: while one waits for its
+/// commit, the next is already being written.
+const CONCURRENT_BATCHES: usize = 4;
+
+/// Changes waiting to be written before callers have to wait.
+pub const QUEUE_BOUND: usize = 16_384;
+
+/// Delays between attempts at a batch the database refused.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const MAX_RETRY: Duration = Duration::from_secs(5);
+
+type Reply = oneshot::Sender<Applied>;
+
+/// The writer has stopped (the process is shutting down).
+#[derive(Debug, thiserror::Error)]
+#[error("the execution writer has stopped")]
+pub struct WriterStopped;
+
+pub struct Settler {
+    queue: mpsc::Sender<(String, Transition, Reply)>,
+}
+
+impl Settler {
+    /// Starts the writer task; it ends when the settler is dropped and the queue is empty.
+    pub fn spawn(store: Arc<dyn Store>) -> Self {
+        let (queue, mut rx) = mpsc::channel::<(String, Transition, Reply)>(QUEUE_BOUND);
+        tokio::spawn(async move {
+            let writers = Arc::new(Semaphore::new(CONCURRENT_BATCHES));
+            let mut waiting = Vec::with_capacity(MAX_BATCH);
+            loop {
+                let Ok(writer) = writers.clone().acquire_owned().await else {
+                    break;
+                };
+                if rx.recv_many(&mut waiting, MAX_BATCH).await == 0 {
+                    break;
+                }
+                let (store, items) = (store.clone(), std::mem::take(&mut waiting));
+                tokio::spawn(async move {
+                    write(store.as_ref(), items).await;
+                    drop(writer);
+                });
+            }
+            // Let the batches in flight finish before the task ends.
+            let _ = writers.acquire_many(CONCURRENT_BATCHES as u32).await;
+        });
+        Self { queue }
+    }
+
+    /// Applies `t` to row `trace_id` with the next batch.
+    pub async fn write(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send((trace_id.to_string(), t, reply))
+            .await
+            .map_err(|_| WriterStopped)?;
+        answer.await.map_err(|_| WriterStopped)
+    }
+}
+
+/// Writes one batch, again and again until the database takes it, and answers every caller
+/// with its own outcome.
+async fn write(store: &dyn Store, items: Vec<(String, Transition, Reply)>) {
+    let (batch, replies): (Vec<_>, Vec<_>) = items
+        .into_iter()
+        .map(|(trace, t, reply)| ((trace, t), reply))
+        .unzip();
+    metrics::histogram!("scheduler_result_batch_size").record(batch.len() as f64);
+    let mut delay = FIRST_RETRY;
+    let applied = loop {
+        match store.transitions(&batch).await {
+            Ok(applied) => break applied,
+            Err(e) => {
+                metrics::counter!("scheduler_result_write_retries_total").increment(1);
+                tracing::warn!(changes = batch.len(), error = %e, retry_in_ms = delay.as_millis() as u64, "execution changes not written; trying again");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(MAX_RETRY);
+            }
+        }
+    };
+    for (reply, applied) in replies.into_iter().zip(applied) {
+        let _ = reply.send(applied);
+    }
+}
