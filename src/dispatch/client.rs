@@ -5,16 +5,18 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use jobflow_executor::protocol::{DataRange, ExecutorRequest, headers, signature};
-use serde::Deserialize;
+use jobflow_executor::protocol::{
+    DataRange, ExecutorRequest, ExecutorStatus, FinalStatus, ParsedResult, cancel_path, headers,
+    parse_job_result, parse_status_answer, signature, status_path,
+};
 
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{Execution, ExecutionStatus, JobDefinition};
 
+pub use jobflow_executor::protocol::excerpt;
+
 /// At most this much of an executor's response is read; the rest is discarded unread.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
-/// Stored excerpts of bodies and errors are cut to this many characters.
-const EXCERPT_CHARS: usize = 1000;
 /// How long a status probe or a cancel request may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The SDK stops a handler at `timeoutSeconds` and answers; the scheduler waits this much
@@ -79,14 +81,10 @@ impl ExecutorClient {
         })
     }
 
-    /// `http://ip:port` and the path of `endpoint` (a handler, `status/{trace}`, …) on
-    /// `instance`, whose own prefix (from its Nacos metadata) wins over the configured one.
-    fn url(&self, instance: &ExecutorInstance, endpoint: &str) -> (String, String) {
-        let prefix = instance.path_prefix.as_deref().unwrap_or(&self.path_prefix);
-        (
-            format!("http://{}", instance.addr),
-            format!("{prefix}/{endpoint}"),
-        )
+    /// The path prefix of `instance`: its own (from its Nacos metadata) wins over the
+    /// configured one.
+    fn prefix<'a>(&'a self, instance: &'a ExecutorInstance) -> &'a str {
+        instance.path_prefix.as_deref().unwrap_or(&self.path_prefix)
     }
 
     fn signed(
@@ -118,7 +116,8 @@ impl ExecutorClient {
         handler: &str,
         request: &ExecutorRequest,
     ) -> CallOutcome {
-        let (base, path) = self.url(instance, handler);
+        let base = format!("http://{}", instance.addr);
+        let path = format!("{}/{handler}", self.prefix(instance));
         let body = serde_json::to_vec(request).expect("request serialises");
         let r = request;
         let timeout = Duration::from_secs(r.timeout_seconds as u64) + ANSWER_GRACE;
@@ -157,7 +156,18 @@ impl ExecutorClient {
             return CallOutcome::Accepted;
         }
         match read_bounded(resp).await {
-            Ok(text) => classify_answer(status.as_u16(), &text),
+            Ok(text) => match parse_job_result(status.as_u16(), &text) {
+                ParsedResult::Accepted => CallOutcome::Accepted,
+                ParsedResult::Finished {
+                    status,
+                    message,
+                    error,
+                } => CallOutcome::Finished {
+                    status: execution_status(status),
+                    message,
+                    error,
+                },
+            },
             Err(e) if e.is_timeout() => no_answer(),
             Err(e) => failed(format!("reading the response failed: {}", error_chain(&e))),
         }
@@ -171,10 +181,10 @@ impl ExecutorClient {
         trace_id: &str,
         since: DateTime<Utc>,
     ) -> Probe {
-        let (base, path) = self.url(instance, &format!("status/{trace_id}"));
+        let path = status_path(self.prefix(instance), trace_id);
         let req = self
             .http
-            .get(format!("{base}{path}"))
+            .get(format!("http://{}{path}", instance.addr))
             .timeout(PROBE_TIMEOUT);
         let req = self.signed(req, "GET", &path, trace_id, b"");
         probe(req, since).await
@@ -187,10 +197,10 @@ impl ExecutorClient {
         trace_id: &str,
         since: DateTime<Utc>,
     ) -> Probe {
-        let (base, path) = self.url(instance, &format!("cancel/{trace_id}"));
+        let path = cancel_path(self.prefix(instance), trace_id);
         let req = self
             .http
-            .post(format!("{base}{path}"))
+            .post(format!("http://{}{path}", instance.addr))
             .timeout(PROBE_TIMEOUT);
         let req = self.signed(req, "POST", &path, trace_id, b"");
         probe(req, since).await
@@ -223,71 +233,6 @@ pub fn executor_request(e: &Execution, job: &JobDefinition, report_url: String) 
     }
 }
 
-/// A JobResult as executors send it; `success` must be a boolean, `status` (when present)
-/// is the SDK's precise verdict.
-#[derive(Debug, Deserialize)]
-struct JobResult {
-    success: serde_json::Value,
-    message: Option<String>,
-    status: Option<String>,
-}
-
-/// Classifies a non-202 answer (SPEC §6.5, docs/executor-protocol.md): an empty 2xx is a
-/// success; a 2xx must otherwise be a JobResult whose `success` is a boolean, or it is a
-/// failure saying so (a misbehaving executor never counts as a success); other statuses fail
-/// with an excerpt of the body.
-pub fn classify_answer(status: u16, body: &str) -> CallOutcome {
-    if !(200..300).contains(&status) {
-        return failed(format!("HTTP {status}: {}", excerpt(body)));
-    }
-    if body.trim().is_empty() {
-        return CallOutcome::Finished {
-            status: ExecutionStatus::Success,
-            message: None,
-            error: None,
-        };
-    }
-    let parsed = serde_json::from_str::<JobResult>(body).ok();
-    let Some((success, result)) = parsed.and_then(|r| r.success.as_bool().map(|b| (b, r))) else {
-        return failed(format!(
-            "the executor answered HTTP {status} with a body that is not a JobResult \
-             (`success` must be a boolean): {}",
-            excerpt(body)
-        ));
-    };
-    let verdict = match result.status.as_deref() {
-        Some("TIMEOUT") => ExecutionStatus::Timeout,
-        Some("CANCELLED") => ExecutionStatus::Cancelled,
-        Some("FAILED") => ExecutionStatus::Failed,
-        Some("SUCCESS") => ExecutionStatus::Success,
-        _ if success => ExecutionStatus::Success,
-        _ => ExecutionStatus::Failed,
-    };
-    let message = result.message.map(|m| excerpt(&m));
-    if verdict == ExecutionStatus::Success {
-        CallOutcome::Finished {
-            status: verdict,
-            message,
-            error: None,
-        }
-    } else {
-        CallOutcome::Finished {
-            status: verdict,
-            message: None,
-            error: Some(message.unwrap_or_else(|| "the executor reported failure".into())),
-        }
-    }
-}
-
-/// The status endpoint's answer (and the cancel endpoint's).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StatusBody {
-    status: String,
-    message: Option<String>,
-    started_at: Option<DateTime<Utc>>,
-}
-
 async fn probe(req: reqwest::RequestBuilder, since: DateTime<Utc>) -> Probe {
     let resp = match req.send().await {
         Ok(r) => r,
@@ -304,25 +249,27 @@ async fn probe(req: reqwest::RequestBuilder, since: DateTime<Utc>) -> Probe {
     classify_probe(code.as_u16(), &text, since)
 }
 
-/// Classifies a status or cancel answer; see [`Probe`].
+/// Classifies a status or cancel answer (read by the SDK's shared parser); see [`Probe`].
 pub fn classify_probe(code: u16, body: &str, since: DateTime<Utc>) -> Probe {
-    let Ok(answer) = serde_json::from_str::<StatusBody>(body) else {
-        return Probe::Unsupported;
-    };
-    let finished = |status| Probe::Finished {
-        status,
-        message: answer.message.clone(),
-    };
-    match (code, answer.status.as_str()) {
-        (200, "RUNNING") => Probe::Running,
-        (200, "SUCCESS") => finished(ExecutionStatus::Success),
-        (200, "FAILED") => finished(ExecutionStatus::Failed),
-        (200, "TIMEOUT") => finished(ExecutionStatus::Timeout),
-        (200, "CANCELLED") => finished(ExecutionStatus::Cancelled),
-        (404, "UNKNOWN") => Probe::Unknown {
-            restarted: answer.started_at.is_some_and(|s| s > since),
+    match parse_status_answer(code, body) {
+        Ok(ExecutorStatus::Running) => Probe::Running,
+        Ok(ExecutorStatus::Finished(status, message)) => Probe::Finished {
+            status: execution_status(status),
+            message,
         },
-        _ => Probe::Unsupported,
+        Ok(ExecutorStatus::Unknown { started_at }) => Probe::Unknown {
+            restarted: started_at > since,
+        },
+        Err(_) => Probe::Unsupported,
+    }
+}
+
+fn execution_status(s: FinalStatus) -> ExecutionStatus {
+    match s {
+        FinalStatus::Success => ExecutionStatus::Success,
+        FinalStatus::Failed => ExecutionStatus::Failed,
+        FinalStatus::Timeout => ExecutionStatus::Timeout,
+        FinalStatus::Cancelled => ExecutionStatus::Cancelled,
     }
 }
 
@@ -347,15 +294,6 @@ async fn read_bounded(mut resp: reqwest::Response) -> Result<String, reqwest::Er
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-pub fn excerpt(s: &str) -> String {
-    let s = s.trim();
-    if s.chars().count() > EXCERPT_CHARS {
-        format!("{}…", s.chars().take(EXCERPT_CHARS).collect::<String>())
-    } else {
-        s.to_string()
-    }
-}
-
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
@@ -370,46 +308,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ExecutionStatus::*;
-
-    fn verdict(code: u16, body: &str) -> Option<ExecutionStatus> {
-        match classify_answer(code, body) {
-            CallOutcome::Finished { status, .. } => Some(status),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn excerpts_are_bounded() {
-        assert_eq!(
-            excerpt(&"x".repeat(5000)).chars().count(),
-            EXCERPT_CHARS + 1
-        );
-        assert_eq!(excerpt("  short "), "short");
-    }
-
-    #[test]
-    fn an_answer_counts_as_success_only_when_it_says_so() {
-        assert_eq!(verdict(200, ""), Some(Success));
-        assert_eq!(verdict(204, "  "), Some(Success));
-        assert_eq!(
-            verdict(200, r#"{"success":true,"message":"ok"}"#),
-            Some(Success)
-        );
-        assert_eq!(verdict(200, r#"{"success":false}"#), Some(Failed));
-        assert_eq!(verdict(200, r#"{"success":"false"}"#), Some(Failed));
-        assert_eq!(verdict(200, r#"{"message":"no verdict"}"#), Some(Failed));
-        assert_eq!(verdict(200, "OK"), Some(Failed));
-        assert_eq!(verdict(500, r#"{"success":true}"#), Some(Failed));
-        assert_eq!(
-            verdict(200, r#"{"success":false,"status":"TIMEOUT"}"#),
-            Some(Timeout)
-        );
-        assert_eq!(
-            verdict(200, r#"{"success":false,"status":"CANCELLED"}"#),
-            Some(Cancelled)
-        );
-    }
+    use ExecutionStatus::Success;
 
     #[test]
     fn a_probe_tells_never_had_it_from_restarted() {
@@ -425,12 +324,11 @@ mod tests {
             Probe::Unknown { restarted: true }
         );
         assert_eq!(classify_probe(404, "Not Found", call), Probe::Unsupported);
+        let running = r#"{"traceId":"t","status":"RUNNING","startedAt":"2026-01-01T00:00:00Z"}"#;
+        assert_eq!(classify_probe(200, running, call), Probe::Running);
+        let done = r#"{"traceId":"t","status":"SUCCESS","message":"m","startedAt":"2026-01-01T00:00:00Z"}"#;
         assert_eq!(
-            classify_probe(200, r#"{"status":"RUNNING"}"#, call),
-            Probe::Running
-        );
-        assert_eq!(
-            classify_probe(200, r#"{"status":"SUCCESS","message":"m"}"#, call),
+            classify_probe(200, done, call),
             Probe::Finished {
                 status: Success,
                 message: Some("m".into())

@@ -169,11 +169,22 @@ async fn cancel(State(s): State<Shared>, Path(trace): Path<String>) -> (StatusCo
     (StatusCode::OK, answer.to_string())
 }
 
-async fn status(State(s): State<Shared>) -> (StatusCode, String) {
+/// The status answer set by the test, completed with the fields every SDK answer carries.
+async fn status(State(s): State<Shared>, Path(trace): Path<String>) -> (StatusCode, String) {
     match s.status.lock().unwrap().clone() {
-        // As the SDK answers for an execution it does not know.
-        Some(v) if v["status"] == "UNKNOWN" => (StatusCode::NOT_FOUND, v.to_string()),
-        Some(v) => (StatusCode::OK, v.to_string()),
+        Some(mut v) => {
+            v["traceId"] = Value::String(trace);
+            if v.get("startedAt").is_none() {
+                v["startedAt"] = Value::String("2020-01-01T00:00:00Z".into());
+            }
+            // As the SDK answers for an execution it does not know.
+            let code = if v["status"] == "UNKNOWN" {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::OK
+            };
+            (code, v.to_string())
+        }
         None => (StatusCode::NOT_FOUND, String::new()),
     }
 }
