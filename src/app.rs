@@ -72,10 +72,12 @@ impl Application {
                 NacosDiscovery::connect(&settings.nacos, ip, port).await?
             }
         };
+        let alerts = Alerts::start(&settings.alerts, discovery.self_id())?;
         let dispatcher = Arc::new(Dispatcher::new(
             &settings,
             store.clone(),
             discovery.clone(),
+            alerts.clone(),
         )?);
         let cluster = Arc::new(ClusterState::new(settings.scheduler.ownership));
         let job_changes = Arc::new(tokio::sync::Notify::new());
@@ -105,7 +107,6 @@ impl Application {
             dispatcher.clone(),
             cluster.clone(),
         );
-        let alerts = Alerts::start(&settings.alerts, discovery.self_id())?;
         let tokens = Arc::new(api::auth::Tokens::new(&settings.auth));
         if !settings.auth.enabled {
             tracing::warn!(

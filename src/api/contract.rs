@@ -25,7 +25,12 @@ use crate::jobs::{
 };
 
 /// The request body schemas whose Rust types refuse unknown fields.
-const CLOSED_SCHEMAS: [&str; 3] = ["JobRequest", "JobCreateRequest", "ResultReport"];
+const CLOSED_SCHEMAS: [&str; 4] = [
+    "JobRequest",
+    "JobCreateRequest",
+    "ResultReport",
+    "TriggerRequest",
+];
 
 /// The body of `POST /api/v1/jobs`: a [`JobRequest`](crate::jobs::JobRequest) whose `name`
 /// is required (on `PUT` it comes from the path).

@@ -150,6 +150,7 @@ impl From<DispatchError> for ApiError {
             | DispatchError::NotRunning(_)
             | DispatchError::AlreadyFinal(_)) => Self::Conflict(e.to_string()),
             e @ DispatchError::Stopping => Self::Unavailable(e.to_string()),
+            e @ DispatchError::ExecutorNotLive(..) => Self::Conflict(e.to_string()),
             DispatchError::Store(e) => e.into(),
         }
     }

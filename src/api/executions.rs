@@ -145,21 +145,53 @@ pub fn execution_not_found(trace_id: &str) -> ApiError {
     ))
 }
 
-/// Fire a job now, on this instance, whoever owns it. Returns one execution per shard range
-/// (PENDING; follow them by trace id).
+/// What a manual trigger may choose for this run (SPEC §13); every field optional.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TriggerRequest {
+    /// Any JSON: replaces the job's `jobParams` for this run and its retries.
+    #[schema(value_type = Option<Value>)]
+    pub job_params: Option<serde_json::Value>,
+    /// `ip:port` of a live instance of the job's service: every range runs there.
+    pub executor: Option<String>,
+}
+
+/// Fire a job now, on this instance, whoever owns it (the overlap policy does not apply).
+/// Returns one execution per shard range (PENDING; follow them by trace id). The optional body
+/// sets this run's `jobParams` and executor.
 #[utoipa::path(post, path = "/api/v1/jobs/{name}/trigger", tag = "executions",
     security(("bearerAuth" = ["operator"])),
     params(("name" = String, Path, description = "Job name")),
+    request_body(content = Option<TriggerRequest>, description = "Optional: this run's jobParams and executor"),
     responses(
         (status = 200, description = "The executions created", body = Vec<Execution>),
+        (status = 400, description = "Invalid body; the field is named", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`executor` is not a live instance of the job's service", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn trigger_job(
     _: Auth<Operator>,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    parts: axum::http::request::Parts,
+    body: axum::body::Bytes,
 ) -> Result<axum::Json<Vec<Execution>>, ApiError> {
-    Ok(axum::Json(state.dispatcher.trigger(&name).await?))
+    let request: TriggerRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        TriggerRequest::default()
+    } else {
+        super::extract::parse_json(&parts.headers, &body)?
+    };
+    let executor = request
+        .executor
+        .as_deref()
+        .map(crate::discovery::InstanceAddr::parse)
+        .transpose()
+        .map_err(|e| ApiError::field("executor", e))?;
+    let options = crate::dispatch::TriggerOptions {
+        job_params: request.job_params,
+        executor,
+    };
+    Ok(axum::Json(state.dispatcher.trigger(&name, options).await?))
 }
 
 /// Run a finished execution's shard range again as a new RETRY execution.

@@ -37,7 +37,8 @@ pub struct NacosDiscovery {
     group: String,
     schedulers: watch::Sender<Vec<String>>,
     executors: Arc<RwLock<HashMap<String, Vec<ExecutorInstance>>>>,
-    subscribing: tokio::sync::Mutex<()>,
+    /// Executor services subscribed to (once each, whatever later queries do).
+    subscribed: tokio::sync::Mutex<std::collections::HashSet<String>>,
     registered: AtomicBool,
     reachable: Arc<AtomicBool>,
     last_error: Arc<Mutex<Option<String>>>,
@@ -178,7 +179,7 @@ impl NacosDiscovery {
             group: settings.group.clone(),
             schedulers,
             executors: Arc::default(),
-            subscribing: tokio::sync::Mutex::new(()),
+            subscribed: tokio::sync::Mutex::default(),
             registered: AtomicBool::new(false),
             reachable: Arc::new(AtomicBool::new(false)),
             last_error: Arc::default(),
@@ -297,8 +298,9 @@ impl Discovery for NacosDiscovery {
         {
             return list.clone();
         }
-        // First use of this service: subscribe once, then serve from the pushed cache.
-        let _guard = self.subscribing.lock().await;
+        // First use of this service: subscribe once, then serve from the pushed cache. A
+        // failed query is asked again next time; the subscription is never added twice.
+        let mut subscribed = self.subscribed.lock().await;
         if let Some(list) = self
             .executors
             .read()
@@ -307,22 +309,25 @@ impl Discovery for NacosDiscovery {
         {
             return list.clone();
         }
-        let listener = Arc::new(ExecutorListener {
-            service: service.to_string(),
-            cache: self.executors.clone(),
-        });
-        if let Err(e) = self
-            .naming
-            .subscribe(
-                service.to_string(),
-                Some(self.group.clone()),
-                Vec::new(),
-                listener,
-            )
-            .await
-        {
-            tracing::warn!(service, error = %e, "subscribing to executor service failed");
-            return Vec::new();
+        if !subscribed.contains(service) {
+            let listener = Arc::new(ExecutorListener {
+                service: service.to_string(),
+                cache: self.executors.clone(),
+            });
+            if let Err(e) = self
+                .naming
+                .subscribe(
+                    service.to_string(),
+                    Some(self.group.clone()),
+                    Vec::new(),
+                    listener,
+                )
+                .await
+            {
+                tracing::warn!(service, error = %e, "subscribing to executor service failed");
+                return Vec::new();
+            }
+            subscribed.insert(service.to_string());
         }
         match self.fetch(service).await {
             Ok(instances) => {

@@ -112,7 +112,6 @@ impl Dispatcher {
         job: Arc<JobDefinition>,
         exec: Execution,
         lease: Lease,
-        preferred: Option<usize>,
         hold: Hold,
     ) {
         use tracing::Instrument;
@@ -120,7 +119,7 @@ impl Dispatcher {
         let this = self.clone();
         self.tasks.spawn(
             async move {
-                this.attempt(job, exec, lease, preferred, &hold).await;
+                this.attempt(job, exec, lease, &hold).await;
                 drop(hold);
             }
             .instrument(span),
@@ -132,7 +131,6 @@ impl Dispatcher {
         job: Arc<JobDefinition>,
         exec: Execution,
         lease: Lease,
-        preferred: Option<usize>,
         hold: &Hold,
     ) {
         if exec.status == Failed {
@@ -163,13 +161,18 @@ impl Dispatcher {
             .executors(job.spec.service_name.as_str())
             .await;
         if executors.is_empty() {
+            self.alerts.no_executor(&job, &exec);
             let verdict = Verdict::failed(no_executor(&job));
             self.settle(Some(&job), &exec, &[Pending], verdict, None, hold)
                 .await;
             return;
         }
-        let first = preferred
-            .filter(|i| *i < executors.len())
+        // The executor the row was planned for (the routing strategy's choice), while it is
+        // live; otherwise where its range falls in today's plan.
+        let first = exec
+            .executor_instance
+            .as_deref()
+            .and_then(|planned| executors.iter().position(|e| e.addr.to_string() == planned))
             .or_else(|| plan::executor_for(exec.shard_start, exec.shard_count, executors.len()))
             .unwrap_or(0);
         let order: Vec<&ExecutorInstance> = (0..executors.len())
@@ -220,10 +223,12 @@ impl Dispatcher {
                 metrics::histogram!("scheduler_fire_delay_seconds").record(delay);
             }
             tracing::info!(executor = %instance.addr, shard_start = exec.shard_start, shard_end = exec.shard_end, "calling executor");
-            let outcome = self
-                .client
-                .call(instance, job.spec.handler.as_str(), &request)
-                .await;
+            let outcome = {
+                let _busy = self.busy.enter(instance.addr.to_string());
+                self.client
+                    .call(instance, job.spec.handler.as_str(), &request)
+                    .await
+            };
             match outcome {
                 CallOutcome::Unreachable(err) => {
                     tracing::warn!(executor = %instance.addr, error = %err, "executor unreachable; failing over");
@@ -400,6 +405,8 @@ impl Dispatcher {
         hold: &Hold,
     ) {
         record_final(exec, Failed, None);
+        self.alerts.no_executor(job, exec);
+        self.alerts.execution_final(job, exec);
         let Some(retry) = self.retry_for(job, exec, Failed, TriggerType::Retry) else {
             return;
         };
@@ -439,6 +446,18 @@ impl Dispatcher {
         match self.settler.write(&exec.trace_id, t).await {
             Ok(Applied::Yes(retry)) => {
                 record_final(exec, verdict.status, duration_ms);
+                if let Some(job) = job {
+                    let ended = Execution {
+                        status: verdict.status,
+                        error_message: verdict.error.clone(),
+                        finish_time: Some(now),
+                        ..exec.clone()
+                    };
+                    self.alerts.execution_final(job, &ended);
+                    if verdict.status == Success && !job.spec.child_jobs.is_empty() {
+                        self.spawn_children(job.clone(), ended);
+                    }
+                }
                 tracing::info!(status = %verdict.status, error = verdict.error.as_deref().unwrap_or(""), "execution finished");
                 if let (Some(retry), Some(job)) = (retry, job) {
                     tracing::info!(retry_trace_id = %retry.trace_id, retry = retry.retry_count, "retry scheduled");
@@ -462,7 +481,7 @@ impl Dispatcher {
         let lease = Lease {
             since: retry.due_time,
         };
-        self.spawn_attempt(job, retry, lease, None, hold);
+        self.spawn_attempt(job, retry, lease, hold);
     }
 
     /// The retry row a `status` earns under the job's retry policy, due after the backoff.

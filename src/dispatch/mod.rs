@@ -5,6 +5,7 @@
 //! - [`attempt`]: one attempt at a row: the lease that says who may call, the call with
 //!   failover, the verdict and the retry it earns;
 //! - [`recovery`]: what compensation does with a row whose holder is gone or overdue;
+//! - [`policies`]: routing, overlap and child jobs on the fire path;
 //! - [`settle`]: group commit of state changes, never dropped;
 //! - [`client`]: the executor wire protocol (call, status, cancel);
 //! - [`plan`]: shard ranges over executors; [`backoff`]: retry delays.
@@ -18,6 +19,7 @@ mod attempt;
 mod backoff;
 pub mod client;
 pub mod plan;
+mod policies;
 mod recovery;
 mod rows;
 mod settle;
@@ -37,10 +39,11 @@ use client::ExecutorClient;
 pub use recovery::Recovery;
 use settle::Settler;
 
+use crate::alerts::Alerts;
 use crate::config::Settings;
 use crate::discovery::{Discovery, ExecutorInstance, InstanceAddr};
-use crate::jobs::{Execution, ExecutionStatus, JobDefinition, TriggerType};
-use crate::store::{Applied, FireClaim, FireOutcome, Store, StoreError, Transition};
+use crate::jobs::{Execution, ExecutionStatus, JobDefinition, OverlapPolicy, TriggerType};
+use crate::store::{Applied, FireOutcome, Store, StoreError, Transition};
 
 use ExecutionStatus::{Cancelled, Failed, Pending, Running, Success};
 
@@ -56,10 +59,21 @@ pub enum DispatchError {
     NotRunning(ExecutionStatus),
     #[error("execution is {0}, already final; only PENDING or RUNNING executions can be cancelled")]
     AlreadyFinal(ExecutionStatus),
+    #[error("executor {0} is not a live instance of service `{1}`")]
+    ExecutorNotLive(String, String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the scheduler is shutting down")]
     Stopping,
+}
+
+/// What a manual trigger may choose for this run.
+#[derive(Debug, Clone, Default)]
+pub struct TriggerOptions {
+    /// Replaces the job's `jobParams` for this run (and its retries).
+    pub job_params: Option<serde_json::Value>,
+    /// Runs every range on this executor, which must be a live instance of the service.
+    pub executor: Option<InstanceAddr>,
 }
 
 /// A cron fire that could not be recorded because the database failed.
@@ -78,6 +92,9 @@ const BACKLOG_PER_CALL: usize = 8;
 
 pub struct Dispatcher {
     store: Arc<dyn Store>,
+    alerts: Arc<Alerts>,
+    round_robin: plan::RoundRobin,
+    busy: policies::Busy,
     discovery: Arc<dyn Discovery>,
     client: ExecutorClient,
     report_base: String,
@@ -105,6 +122,7 @@ impl Dispatcher {
         settings: &Settings,
         store: Arc<dyn Store>,
         discovery: Arc<dyn Discovery>,
+        alerts: Arc<Alerts>,
     ) -> anyhow::Result<Self> {
         let client = ExecutorClient::new(
             settings.executor.path_prefix.clone(),
@@ -120,6 +138,9 @@ impl Dispatcher {
         Ok(Self {
             settler: Settler::spawn(store.clone()),
             store,
+            alerts,
+            round_robin: plan::RoundRobin::default(),
+            busy: policies::Busy::default(),
             discovery,
             client,
             report_base,
@@ -214,85 +235,28 @@ impl Dispatcher {
         room: Vec<OwnedSemaphorePermit>,
     ) {
         debug_assert!(room.len() >= fires.len(), "every fire has a backlog place");
-        let fires: Vec<_> = fires
-            .into_iter()
-            .zip(room.into_iter().map(|p| Some(Arc::new(p))))
-            .map(|((job, at), hold)| (job, at.trunc_subsecs(0), hold))
-            .collect();
+        let mut plain = Vec::with_capacity(fires.len());
+        for ((job, at), place) in fires.into_iter().zip(room) {
+            let (at, hold) = (at.trunc_subsecs(0), Some(Arc::new(place)));
+            if job.spec.overlap_policy == OverlapPolicy::Allow {
+                plain.push((job, at, hold, None));
+            } else {
+                let this = self.clone();
+                self.tasks
+                    .spawn(async move { this.guarded_fire(job, at, hold).await });
+            }
+        }
         // Chunks run concurrently, each in its own transaction on its own connection.
-        for chunk in fires.chunks(FIRE_BATCH) {
+        for chunk in plain.chunks(FIRE_BATCH) {
             let (this, chunk) = (self.clone(), chunk.to_vec());
             self.tasks
-                .spawn(async move { this.fire_batch(chunk).await });
+                .spawn(async move { this.record_fires(chunk).await });
         }
     }
 
-    async fn fire_batch(self: &Arc<Self>, fires: Vec<(Arc<JobDefinition>, DateTime<Utc>, Hold)>) {
-        let now = Utc::now();
-        let mut records = Vec::with_capacity(fires.len());
-        for (job, fire_time, _) in &fires {
-            let executors = self
-                .discovery
-                .executors(job.spec.service_name.as_str())
-                .await;
-            let claim = FireClaim {
-                job_name: job.name().to_string(),
-                fire_time: *fire_time,
-                scheduler_instance: self.instance_id().to_string(),
-            };
-            let rows = rows::fire_rows(
-                job,
-                *fire_time,
-                TriggerType::Cron,
-                &executors,
-                self.instance_id(),
-                now,
-            );
-            records.push((claim, rows));
-        }
-        let outcomes = match self.store.record_cron_fires(&records).await {
-            Ok(o) => o,
-            Err(e) => {
-                tracing::error!(fires = fires.len(), error = %e, "could not record due fires; they follow the misfire policy once the database answers");
-                let mut missed = self.missed.lock().expect("missed lock");
-                for (job, fire_time, _) in fires {
-                    let entry =
-                        missed
-                            .entry(job.name().to_string())
-                            .or_insert_with(|| MissedFire {
-                                job: job.clone(),
-                                fire_time,
-                            });
-                    if entry.fire_time < fire_time {
-                        *entry = MissedFire { job, fire_time };
-                    }
-                }
-                return;
-            }
-        };
-        for ((job, fire_time, hold), outcome) in fires.into_iter().zip(outcomes) {
-            match outcome {
-                FireOutcome::Recorded(rows) => {
-                    metrics::counter!("scheduler_fires_total", "job_name" => job.name().to_string(), "trigger" => "CRON").increment(1);
-                    self.start_rows(&job, rows, hold);
-                }
-                FireOutcome::AlreadyFired => {
-                    metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job_name" => job.name().to_string()).increment(1);
-                    tracing::info!(job_name = %job.name(), %fire_time, "fire already dispatched by another scheduler; skipped");
-                }
-            }
-        }
-    }
-
-    /// Starts an attempt for each freshly recorded row of one fire; row `i` goes to executor
-    /// `i` of the list it was planned with.
-    fn start_rows(self: &Arc<Self>, job: &Arc<JobDefinition>, rows: Vec<Execution>, hold: Hold) {
-        for (i, exec) in rows.into_iter().enumerate() {
-            let lease = Lease {
-                since: exec.due_time,
-            };
-            self.spawn_attempt(job.clone(), exec, lease, Some(i), hold.clone());
-        }
+    /// A fire the misfire policy skipped (alerted as FIRE_SKIPPED).
+    pub fn fire_skipped(&self, job: &JobDefinition, fire_time: DateTime<Utc>) {
+        self.alerts.fire_skipped(job, fire_time);
     }
 
     async fn job(&self, name: &str) -> Result<Arc<JobDefinition>, DispatchError> {
@@ -304,22 +268,42 @@ impl Dispatcher {
         ))
     }
 
-    /// Fires `job` now on this instance (manual trigger; not subject to ownership).
+    /// Fires `job` now on this instance (manual trigger; not subject to ownership or the
+    /// overlap policy), with this run's `jobParams` and executor when given.
     pub async fn trigger(
         self: &Arc<Self>,
         job_name: &str,
+        options: TriggerOptions,
     ) -> Result<Vec<Execution>, DispatchError> {
-        let job = self.job(job_name).await?;
-        let executors = self
+        let mut job = self.job(job_name).await?;
+        // The executor chosen for this run is kept even when it was planned under another
+        // list: ranges follow `executor` alone.
+        let mut executors = self
             .discovery
             .executors(job.spec.service_name.as_str())
             .await;
+        if let Some(wanted) = options.executor {
+            executors.retain(|e| e.addr == wanted);
+            if executors.is_empty() {
+                return Err(DispatchError::ExecutorNotLive(
+                    wanted.to_string(),
+                    job.spec.service_name.to_string(),
+                ));
+            }
+        }
+        if let Some(params) = options.job_params {
+            let mut run = (*job).clone();
+            run.spec.job_params = Some(params);
+            job = Arc::new(run);
+        }
         let now = Utc::now();
+        let first = self.first_executor(&job, &executors);
         let rows = rows::fire_rows(
             &job,
             now.trunc_subsecs(0),
             TriggerType::Manual,
             &executors,
+            first,
             self.instance_id(),
             now,
         );
@@ -347,7 +331,7 @@ impl Dispatcher {
         let lease = Lease {
             since: exec.due_time,
         };
-        self.spawn_attempt(job, exec.clone(), lease, None, None);
+        self.spawn_attempt(job, exec.clone(), lease, None);
         Ok(exec)
     }
 

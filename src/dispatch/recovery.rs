@@ -263,7 +263,7 @@ impl Dispatcher {
             since: exec.due_time,
         };
         let hold: Hold = Some(Arc::new(hold));
-        self.spawn_attempt(job, exec, lease, None, hold);
+        self.spawn_attempt(job, exec, lease, hold);
         Ok(Recovery::Resumed)
     }
 }

@@ -11,13 +11,14 @@ use crate::jobs::{
 };
 
 /// One PENDING row per shard range over the live executors (range `i` planned for executor
-/// `first + i`), held by `me` from `now`; or a single FAILED row when there is no executor
-/// at all (the retry policy then applies to it).
+/// `first + i`, the routing strategy's choice), held by `me` from `now`; or a single FAILED
+/// row when there is no executor at all (the retry policy then applies to it).
 pub fn fire_rows(
     job: &JobDefinition,
     fire_time: DateTime<Utc>,
     trigger: TriggerType,
     executors: &[ExecutorInstance],
+    first: usize,
     me: &str,
     now: DateTime<Utc>,
 ) -> Vec<NewExecution> {
@@ -47,7 +48,7 @@ pub fn fire_rows(
             error_message: None,
         }
     };
-    let ranges = plan::split(shard_count, executors.len());
+    let ranges = plan::assign(shard_count, executors.len(), first);
     if ranges.is_empty() {
         return vec![NewExecution {
             status: ExecutionStatus::Failed,
@@ -57,8 +58,7 @@ pub fn fire_rows(
     }
     ranges
         .iter()
-        .zip(executors)
-        .map(|(r, e)| row(r.start, r.end, Some(e.addr.to_string())))
+        .map(|(r, e)| row(r.start, r.end, Some(executors[*e].addr.to_string())))
         .collect()
 }
 

@@ -206,6 +206,9 @@ impl Engine {
         for skipped in step.skipped {
             metrics::counter!("scheduler_misfires_total", "job_name" => skipped.job.clone(), "action" => "skipped").increment(1);
             tracing::info!(job_name = %skipped.job, fire_time = %skipped.fire_time, "missed fire not owed (misfire policy); skipped");
+            if let Some(job) = self.jobs.iter().find(|j| j.name().as_str() == skipped.job) {
+                self.dispatcher.fire_skipped(job, skipped.fire_time);
+            }
         }
         for due in step.due {
             if due.misfire {

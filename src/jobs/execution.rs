@@ -140,6 +140,25 @@ pub fn triggered_execution_id(
     )
 }
 
+/// The id of range `start-end` of child job `child` triggered by `parent`'s fire at
+/// `fire_time`: the same on every scheduler, so a child is triggered once per parent fire.
+/// The parent is named by a digest, which keeps the id within its 200 characters.
+pub fn child_execution_id(
+    child: &str,
+    parent: &str,
+    fire_time: DateTime<Utc>,
+    shard_start: u32,
+    shard_end: u32,
+) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(parent.as_bytes());
+    format!(
+        "{child}:CHILD:{}:{}:{shard_start}-{shard_end}",
+        hex::encode(&digest[..8]),
+        fire_time.format("%Y%m%d%H%M%S")
+    )
+}
+
 /// The id of automatic retry `retry` of the attempt whose id is `previous`.
 pub fn retry_execution_id(previous: &str, retry: u32) -> String {
     let first = previous.split('#').next().unwrap_or(previous);

@@ -373,6 +373,15 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<Execution>, StoreError>;
 
+    /// The PENDING and RUNNING executions of `job` (overlap policies), oldest first.
+    async fn open_executions(&self, job: &str) -> Result<Vec<Execution>, StoreError>;
+    /// Every execution of `job`'s fire at `fire_time`, retries included (child jobs).
+    async fn fire_executions(
+        &self,
+        job: &str,
+        fire_time: DateTime<Utc>,
+    ) -> Result<Vec<Execution>, StoreError>;
+
     /// What was triggered at or after `since`, for the console's overview.
     async fn activity_since(&self, since: DateTime<Utc>) -> Result<Activity, StoreError>;
 

@@ -837,6 +837,27 @@ macro_rules! sql_store {
                 Ok(applied)
             }
 
+            async fn open_executions(&self, job: &str) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
+                    "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND status IN ('PENDING', 'RUNNING') ORDER BY id"
+                ))
+                .bind(job)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.into_iter().map(Self::execution).collect()
+            }
+
+            async fn fire_executions(&self, job: &str, fire_time: chrono::DateTime<chrono::Utc>) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
+                    "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND fire_time = ? ORDER BY id"
+                ))
+                .bind(job)
+                .bind($crate::store::ms(fire_time))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.into_iter().map(Self::execution).collect()
+            }
+
             async fn pending_before(&self, due_before: chrono::DateTime<chrono::Utc>, after: $crate::store::Cursor, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
                 // Along (status, due_time); InnoDB appends the id to that index.
                 Self::keyset_page("PENDING", "due_time", "due_time", due_before, after, limit, &self.pool).await

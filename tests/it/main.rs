@@ -27,4 +27,5 @@ mod outages;
 mod protocol_docs;
 mod proxy;
 mod retention;
+mod run_policies;
 mod store_contract;

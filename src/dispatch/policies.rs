@@ -1,0 +1,307 @@
+//! The job's run policies on the fire path (SPEC §13): which executor a fire goes to first
+//! (`routeStrategy`), what a fire does while the job still runs (`overlapPolicy`), and the
+//! jobs a fully successful fire triggers (`childJobs`).
+//!
+//! - Routing: the strategy picks where the range → executor mapping starts; `LEAST_BUSY`
+//!   counts the calls this instance has in flight per executor.
+//! - Overlap, for cron fires (a manual trigger is an operator's explicit wish and always
+//!   runs): `SKIP` records the fire's rows as SKIPPED, uncalled, when the job has a PENDING or
+//!   RUNNING execution; `COVER` cancels those first (each executor is asked to stop), then
+//!   runs the fire. The open executions are read from the database, so this holds across
+//!   instances; the fire claim still makes the fire itself exactly-once.
+//! - Child jobs: when every range of a fire has ended SUCCESS, each child is triggered once
+//!   (trigger type CHILD, `parentTraceId` the parent execution that completed the fire). The
+//!   child's execution ids derive from the parent fire, so two ranges finishing together, on
+//!   one instance or two, collide on the unique key and only one trigger is written.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+
+use super::rows::fire_rows;
+use super::{Dispatcher, Hold, Lease, plan};
+use crate::discovery::ExecutorInstance;
+use crate::jobs::{
+    Execution, ExecutionStatus, JobDefinition, OverlapPolicy, TriggerType, child_execution_id,
+};
+use crate::store::{FireClaim, FireOutcome, StoreError};
+
+/// A due cron fire with its backlog place, and why it is recorded SKIPPED instead of called.
+pub(super) type DueFire = (Arc<JobDefinition>, DateTime<Utc>, Hold, Option<String>);
+
+/// Calls in flight from this instance, per executor address (for `LEAST_BUSY`).
+#[derive(Default)]
+pub struct Busy {
+    calls: Mutex<HashMap<String, usize>>,
+}
+
+/// Counts one call while it lives.
+pub struct BusyCall<'a> {
+    busy: &'a Busy,
+    addr: String,
+}
+
+impl Busy {
+    pub fn enter(&self, addr: String) -> BusyCall<'_> {
+        *self
+            .calls
+            .lock()
+            .expect("busy lock")
+            .entry(addr.clone())
+            .or_default() += 1;
+        BusyCall { busy: self, addr }
+    }
+
+    fn of(&self, executors: &[ExecutorInstance]) -> Vec<usize> {
+        let calls = self.calls.lock().expect("busy lock");
+        executors
+            .iter()
+            .map(|e| calls.get(&e.addr.to_string()).copied().unwrap_or(0))
+            .collect()
+    }
+}
+
+impl Drop for BusyCall<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.busy.calls.lock().expect("busy lock");
+        if let Some(n) = calls.get_mut(&self.addr) {
+            *n -= 1;
+            if *n == 0 {
+                calls.remove(&self.addr);
+            }
+        }
+    }
+}
+
+impl Dispatcher {
+    /// Where the job's routing strategy starts the range → executor mapping.
+    pub(super) fn first_executor(
+        &self,
+        job: &JobDefinition,
+        executors: &[ExecutorInstance],
+    ) -> usize {
+        let addrs: Vec<String> = executors.iter().map(|e| e.addr.to_string()).collect();
+        let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+        let in_flight = self.busy.of(executors);
+        let input = plan::RouteInput {
+            strategy: job.spec.route_strategy,
+            key: job.name().as_str(),
+            in_flight: &in_flight,
+            round_robin: self.round_robin.next(job.name().as_str()),
+            random: rand::random(),
+        };
+        plan::route(&addrs, &input).unwrap_or(0)
+    }
+
+    /// A cron fire of a job whose overlap policy is not ALLOW: the open executions decide.
+    pub(super) async fn guarded_fire(
+        self: &Arc<Self>,
+        job: Arc<JobDefinition>,
+        fire_time: DateTime<Utc>,
+        hold: Hold,
+    ) {
+        let open = match self.store.open_executions(job.name().as_str()).await {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::warn!(job_name = %job.name(), error = %e, "cannot read open executions; the fire runs");
+                Vec::new()
+            }
+        };
+        let mut skipped = None;
+        if !open.is_empty() {
+            let traces: Vec<&str> = open.iter().map(|e| e.trace_id.as_str()).collect();
+            match job.spec.overlap_policy {
+                OverlapPolicy::Skip => {
+                    skipped = Some(format!(
+                        "not called: the job still runs {} (overlapPolicy SKIP)",
+                        traces.join(", ")
+                    ));
+                }
+                OverlapPolicy::Cover => {
+                    for exec in &open {
+                        if let Err(e) = self
+                            .cancel(&exec.trace_id, Some("overlapPolicy COVER"))
+                            .await
+                        {
+                            tracing::info!(trace_id = %exec.trace_id, error = %e, "covered execution not cancelled");
+                        }
+                    }
+                }
+                OverlapPolicy::Allow => {}
+            }
+        }
+        self.record_fires(vec![(job, fire_time, hold, skipped)])
+            .await;
+    }
+
+    /// After a SUCCESS of `ended`: when every range of its fire has succeeded, its job's
+    /// children are triggered, once.
+    pub(super) fn spawn_children(self: &Arc<Self>, job: Arc<JobDefinition>, ended: Execution) {
+        let this = self.clone();
+        self.tasks.spawn(async move {
+            if let Err(e) = this.trigger_children(&job, &ended).await {
+                tracing::warn!(job_name = %job.name(), error = %e, "child jobs not triggered");
+            }
+        });
+    }
+
+    async fn trigger_children(
+        self: &Arc<Self>,
+        job: &Arc<JobDefinition>,
+        ended: &Execution,
+    ) -> Result<(), StoreError> {
+        let rows = self
+            .store
+            .fire_executions(job.name().as_str(), ended.fire_time)
+            .await?;
+        // The fire's ranges are those of its first attempts; each must have a SUCCESS.
+        let ranges: BTreeSet<(u32, u32)> = rows
+            .iter()
+            .filter(|e| e.retry_count == 0)
+            .map(|e| (e.shard_start, e.shard_end))
+            .collect();
+        let succeeded: BTreeSet<(u32, u32)> = rows
+            .iter()
+            .filter(|e| e.status == ExecutionStatus::Success)
+            .map(|e| (e.shard_start, e.shard_end))
+            .collect();
+        if ranges.is_empty() || !ranges.is_subset(&succeeded) {
+            return Ok(());
+        }
+        for child in &job.spec.child_jobs {
+            let Some(child) = self.store.get_job(child.as_str()).await? else {
+                tracing::warn!(child = %child, "child job does not exist any more");
+                continue;
+            };
+            let child = Arc::new(child);
+            let executors = self
+                .discovery
+                .executors(child.spec.service_name.as_str())
+                .await;
+            let first = self.first_executor(&child, &executors);
+            let now = Utc::now();
+            let rows: Vec<_> = fire_rows(
+                &child,
+                now,
+                TriggerType::Child,
+                &executors,
+                first,
+                self.instance_id(),
+                now,
+            )
+            .into_iter()
+            .map(|mut r| {
+                r.execution_id = child_execution_id(
+                    child.name().as_str(),
+                    job.name().as_str(),
+                    ended.fire_time,
+                    r.shard_start,
+                    r.shard_end,
+                );
+                r.parent_trace_id = Some(ended.trace_id.clone());
+                r
+            })
+            .collect();
+            match self.store.record_fire(None, &rows).await {
+                Ok(FireOutcome::Recorded(recorded)) => {
+                    metrics::counter!("scheduler_fires_total", "job_name" => child.name().to_string(), "trigger" => "CHILD").increment(1);
+                    tracing::info!(child = %child.name(), parent_trace_id = %ended.trace_id, "child job triggered");
+                    self.start_rows(&child, recorded, None);
+                }
+                Ok(FireOutcome::AlreadyFired) | Err(StoreError::Duplicate(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Records cron fires (claims and rows, one transaction) and starts the calls of those
+    /// not skipped. Each fire comes with its backlog place.
+    pub(super) async fn record_fires(
+        self: &Arc<Self>,
+        fires: Vec<DueFire>,
+    ) {
+        let now = Utc::now();
+        let mut records = Vec::with_capacity(fires.len());
+        for (job, fire_time, _, skipped) in &fires {
+            let executors = self
+                .discovery
+                .executors(job.spec.service_name.as_str())
+                .await;
+            let first = self.first_executor(job, &executors);
+            let claim = FireClaim {
+                job_name: job.name().to_string(),
+                fire_time: *fire_time,
+                scheduler_instance: self.instance_id().to_string(),
+            };
+            let mut rows = fire_rows(
+                job,
+                *fire_time,
+                TriggerType::Cron,
+                &executors,
+                first,
+                self.instance_id(),
+                now,
+            );
+            if let Some(why) = skipped {
+                for r in &mut rows {
+                    r.status = ExecutionStatus::Skipped;
+                    r.error_message = Some(why.clone());
+                }
+            }
+            records.push((claim, rows));
+        }
+        let outcomes = match self.store.record_cron_fires(&records).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(fires = fires.len(), error = %e, "could not record due fires; they follow the misfire policy once the database answers");
+                let mut missed = self.missed.lock().expect("missed lock");
+                for (job, fire_time, _, _) in fires {
+                    let entry =
+                        missed
+                            .entry(job.name().to_string())
+                            .or_insert_with(|| super::MissedFire {
+                                job: job.clone(),
+                                fire_time,
+                            });
+                    if entry.fire_time < fire_time {
+                        *entry = super::MissedFire { job, fire_time };
+                    }
+                }
+                return;
+            }
+        };
+        for ((job, fire_time, hold, skipped), outcome) in fires.into_iter().zip(outcomes) {
+            match outcome {
+                FireOutcome::Recorded(rows) if skipped.is_some() => {
+                    metrics::counter!("scheduler_overlap_skipped_total", "job_name" => job.name().to_string()).increment(1);
+                    tracing::info!(job_name = %job.name(), %fire_time, rows = rows.len(), "fire recorded SKIPPED (overlap policy)");
+                }
+                FireOutcome::Recorded(rows) => {
+                    metrics::counter!("scheduler_fires_total", "job_name" => job.name().to_string(), "trigger" => "CRON").increment(1);
+                    self.start_rows(&job, rows, hold);
+                }
+                FireOutcome::AlreadyFired => {
+                    metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job_name" => job.name().to_string()).increment(1);
+                    tracing::info!(job_name = %job.name(), %fire_time, "fire already dispatched by another scheduler; skipped");
+                }
+            }
+        }
+    }
+
+    /// Starts an attempt for each freshly recorded row of one fire.
+    pub(super) fn start_rows(
+        self: &Arc<Self>,
+        job: &Arc<JobDefinition>,
+        rows: Vec<Execution>,
+        hold: Hold,
+    ) {
+        for exec in rows {
+            let lease = Lease {
+                since: exec.due_time,
+            };
+            self.spawn_attempt(job.clone(), exec, lease, hold.clone());
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The job's run policies on the fire path, with real executors (recorders): routing,
+//! overlap SKIP and COVER across two instances on one database, child jobs triggered once
+//! across two instances, a manual trigger's body, and alerts raised by the dispatcher.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::recorder::{Recorder, Reply};
+
+backend_tests!(
+    round_robin_spreads_unsharded_fires_over_the_executors,
+    overlap_skip_records_the_fire_uncalled_across_instances,
+    overlap_cover_cancels_the_running_execution_then_runs,
+    child_jobs_run_once_after_every_range_succeeded,
+    a_trigger_body_sets_params_and_executor,
+    a_final_failure_raises_an_alert
+);
+
+async fn pair(backend: Backend, executors: Vec<String>) -> (TestApp, TestApp) {
+    let db = Arc::new(TestDb::create(backend).await);
+    let e = executors.clone();
+    let a = TestApp::spawn_with(db.clone(), move |s| {
+        s.executors.static_ = static_executors("svc", &e);
+    })
+    .await;
+    let b = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &executors);
+    })
+    .await;
+    (a, b)
+}
+
+async fn trigger(app: &TestApp, job: &str, body: Option<Value>) -> Vec<Value> {
+    let (status, rows) = app
+        .post(
+            &format!("/api/v1/jobs/{job}/trigger"),
+            &body.unwrap_or(json!({})),
+        )
+        .await;
+    assert_eq!(status, 200, "{rows}");
+    rows.as_array().unwrap().clone()
+}
+
+async fn round_robin_spreads_unsharded_fires_over_the_executors(backend: Backend) {
+    let (r1, r2) = (Recorder::start().await, Recorder::start().await);
+    let db = Arc::new(TestDb::create(backend).await);
+    let addrs = vec![r1.addr.clone(), r2.addr.clone()];
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addrs);
+    })
+    .await;
+    app.create_job(
+        &json!({"name": "spread", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?"}),
+    )
+    .await;
+    for _ in 0..4 {
+        trigger(&app, "spread", None).await;
+    }
+    eventually(Duration::from_secs(10), "four calls", || async {
+        (r1.calls().len() + r2.calls().len() == 4).then_some(())
+    })
+    .await;
+    assert_eq!(
+        (r1.calls().len(), r2.calls().len()),
+        (2, 2),
+        "ROUND_ROBIN alternates"
+    );
+}
+
+/// Instance `a` owns nothing of the job's schedule here: both instances fire it through the
+/// trigger of a cron job at the next second; the SKIP decision reads the database.
+async fn overlap_skip_records_the_fire_uncalled_across_instances(backend: Backend) {
+    let slow = Recorder::with(|_| Reply::slow(Duration::from_secs(4))).await;
+    let (a, b) = pair(backend, vec![slow.addr.clone()]).await;
+    a.create_job(
+        &json!({"name": "single", "serviceName": "svc", "handler": "h",
+        "cron": "* * * * * ?", "overlapPolicy": "SKIP", "timeoutSeconds": 30, "maxRetry": 0}),
+    )
+    .await;
+    let rows = eventually(
+        Duration::from_secs(10),
+        "a fire recorded SKIPPED",
+        || async {
+            let rows = b.executions("single").await;
+            rows.iter()
+                .any(|r| r["status"] == "SKIPPED")
+                .then_some(rows)
+        },
+    )
+    .await;
+    let skipped = rows.iter().find(|r| r["status"] == "SKIPPED").unwrap();
+    assert!(
+        skipped["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("overlapPolicy SKIP"),
+        "{skipped}"
+    );
+    let calls = slow.calls();
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.trace_id() != skipped["traceId"].as_str().unwrap()),
+        "a SKIPPED fire is not called"
+    );
+    // While the first run lasts, no second call starts.
+    let first = calls[0].received_at;
+    assert!(
+        calls
+            .iter()
+            .skip(1)
+            .all(|c| c.received_at - first >= chrono::Duration::seconds(3))
+    );
+}
+
+async fn overlap_cover_cancels_the_running_execution_then_runs(backend: Backend) {
+    let slow = Recorder::with(|_| Reply::slow(Duration::from_secs(30))).await;
+    let (a, b) = pair(backend, vec![slow.addr.clone()]).await;
+    a.create_job(
+        &json!({"name": "newest", "serviceName": "svc", "handler": "h",
+        "cron": "* * * * * ?", "overlapPolicy": "COVER", "timeoutSeconds": 60, "maxRetry": 0}),
+    )
+    .await;
+    let rows = eventually(Duration::from_secs(15), "a covered execution", || async {
+        let rows = b.executions("newest").await;
+        rows.iter()
+            .any(|r| r["status"] == "CANCELLED")
+            .then_some(rows)
+    })
+    .await;
+    let cancelled = rows.iter().find(|r| r["status"] == "CANCELLED").unwrap();
+    assert!(
+        cancelled["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("overlapPolicy COVER"),
+        "{cancelled}"
+    );
+    assert!(
+        slow.cancels()
+            .contains(&cancelled["traceId"].as_str().unwrap().to_string())
+    );
+    a.patch("/api/v1/jobs/newest/enabled?enabled=false").await;
+}
+
+async fn child_jobs_run_once_after_every_range_succeeded(backend: Backend) {
+    let (r1, r2) = (Recorder::start().await, Recorder::start().await);
+    let (a, b) = pair(backend, vec![r1.addr.clone(), r2.addr.clone()]).await;
+    a.create_job(
+        &json!({"name": "child", "serviceName": "svc", "handler": "c", "cron": "0 0 3 1 1 ?"}),
+    )
+    .await;
+    a.create_job(
+        &json!({"name": "parent", "serviceName": "svc", "handler": "p", "cron": "0 0 3 1 1 ?",
+        "shardCount": 2, "childJobs": ["child"]}),
+    )
+    .await;
+    let parents = trigger(&b, "parent", None).await;
+    assert_eq!(parents.len(), 2, "two ranges");
+    let child = eventually(Duration::from_secs(10), "the child run", || async {
+        let rows = a.executions("child").await;
+        (rows.len() == 1 && rows[0]["status"] == "SUCCESS").then(|| rows[0].clone())
+    })
+    .await;
+    assert_eq!(child["triggerType"], "CHILD");
+    let parent_traces: Vec<&str> = parents
+        .iter()
+        .map(|p| p["traceId"].as_str().unwrap())
+        .collect();
+    assert!(parent_traces.contains(&child["parentTraceId"].as_str().unwrap()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(a.executions("child").await.len(), 1, "triggered once");
+}
+
+async fn a_trigger_body_sets_params_and_executor(backend: Backend) {
+    let (r1, r2) = (Recorder::start().await, Recorder::start().await);
+    let db = Arc::new(TestDb::create(backend).await);
+    let addrs = vec![r1.addr.clone(), r2.addr.clone()];
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addrs);
+    })
+    .await;
+    app.create_job(
+        &json!({"name": "by-hand", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?",
+        "shardCount": 4, "jobParams": {"day": "monday"}}),
+    )
+    .await;
+    let rows = trigger(
+        &app,
+        "by-hand",
+        Some(json!({"jobParams": {"day": "friday"}, "executor": r2.addr})),
+    )
+    .await;
+    assert_eq!(rows.len(), 1, "one range: one executor chosen");
+    let call = eventually(Duration::from_secs(10), "the call", || async {
+        r2.calls().first().cloned()
+    })
+    .await;
+    assert_eq!(call.body["jobParams"], json!({"day": "friday"}));
+    assert_eq!(call.range(), (0, 3));
+    assert!(r1.calls().is_empty());
+    let (status, problem) = app
+        .post(
+            "/api/v1/jobs/by-hand/trigger",
+            &json!({"executor": "127.0.0.1:1"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{problem}");
+    let (status, problem) = app
+        .post(
+            "/api/v1/jobs/by-hand/trigger",
+            &json!({"executor": "not an address"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{problem}");
+    assert!(problem.to_string().contains("executor"), "{problem}");
+}
+
+#[derive(Clone, Default)]
+struct Inbox(Arc<Mutex<Vec<Value>>>);
+
+async fn receive(State(inbox): State<Inbox>, body: axum::body::Bytes) -> &'static str {
+    inbox
+        .0
+        .lock()
+        .unwrap()
+        .push(serde_json::from_slice(&body).unwrap());
+    "ok"
+}
+
+async fn a_final_failure_raises_an_alert(backend: Backend) {
+    let failing = Recorder::with(|_| Reply::status(500, "broken")).await;
+    let inbox = Inbox::default();
+    let app_router = Router::new()
+        .route("/hook", post(receive))
+        .with_state(inbox.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app_router).await.unwrap() });
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = vec![failing.addr.clone()];
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addr);
+        s.alerts.default_channels = vec!["ops".into()];
+        s.alerts.channels = vec![jobflow::alerts::ChannelSettings {
+            name: "ops".into(),
+            kind: jobflow::alerts::ChannelKind::Webhook,
+            url: jobflow::config::Secret::new(hook),
+            secret: None,
+        }];
+    })
+    .await;
+    app.create_job(&json!({"name": "breaks", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "maxRetry": 1}))
+        .await;
+    trigger(&app, "breaks", None).await;
+    let alert = eventually(Duration::from_secs(15), "the alert", || async {
+        inbox.0.lock().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(alert["event"], "EXECUTION_FAILED");
+    assert_eq!(alert["jobName"], "breaks");
+    assert_eq!(alert["retryCount"], 1, "only after the last retry");
+    assert_eq!(alert["status"], "FAILED");
+}
