@@ -266,6 +266,24 @@ def test_execution_search_across_jobs(page, server):
     expect(results.locator(".badge")).to_have_text("FAILED")
 
 
+def test_cancel_a_running_execution(page, server):
+    server.create_job("long-runner", handler="slow", jobParams={"seconds": 300}, timeoutSeconds=600)
+    sign_in(page, server, OPERATOR)
+    page.goto(server.base + "/ui/#/jobs/long-runner")
+    page.get_by_role("button", name="Trigger").click()
+    running = page.locator("table.executions tbody tr", has_text="RUNNING")
+    expect(running).to_have_count(1, timeout=20_000)
+    trace = running.locator("a.mono").get_attribute("href").rsplit("/", 1)[1]
+    running.locator("a.mono").click()
+    expect(page.locator("main h1 .badge")).to_have_text("RUNNING")
+    expect(page.get_by_role("button", name="Retry")).to_have_count(0)
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("main h1 .badge")).to_have_text("CANCELLED")
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    expect(page.get_by_role("button", name="Retry")).to_be_visible()
+    assert server.execution(trace)["status"] == "CANCELLED"
+
+
 def test_every_page(page, server):
     server.create_job("page-tour", description="Shown on every page")
     server.trigger("page-tour")
