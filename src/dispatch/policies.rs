@@ -218,10 +218,7 @@ impl Dispatcher {
 
     /// Records cron fires (claims and rows, one transaction) and starts the calls of those
     /// not skipped. Each fire comes with its backlog place.
-    pub(super) async fn record_fires(
-        self: &Arc<Self>,
-        fires: Vec<DueFire>,
-    ) {
+    pub(super) async fn record_fires(self: &Arc<Self>, fires: Vec<DueFire>) {
         let now = Utc::now();
         let mut records = Vec::with_capacity(fires.len());
         for (job, fire_time, _, skipped) in &fires {
