@@ -176,10 +176,12 @@ async fn trigger_job(
     parts: axum::http::request::Parts,
     body: axum::body::Bytes,
 ) -> Result<axum::Json<Vec<Execution>>, ApiError> {
+    // No body, or JSON `null`: a trigger as before the body existed.
     let request: TriggerRequest = if body.iter().all(u8::is_ascii_whitespace) {
         TriggerRequest::default()
     } else {
-        super::extract::parse_json(&parts.headers, &body)?
+        super::extract::parse_json::<Option<TriggerRequest>>(&parts.headers, &body)?
+            .unwrap_or_default()
     };
     let executor = request
         .executor
