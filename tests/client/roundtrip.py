@@ -23,6 +23,7 @@ from jobflow_client.models import (
     Problem,
     ShardStrategy,
     TimeZone,
+    TriggerRequest,
 )
 
 base_url, token = sys.argv[1], sys.argv[2]
@@ -56,8 +57,9 @@ check(job.timezone == "Asia/Shanghai", f"timezone {job.timezone}")
 dup = create_job.sync_detailed(client=client, body=body)
 check(dup.status_code == 409 and isinstance(dup.parsed, Problem), f"duplicate: {dup.status_code}")
 
-# Trigger: one execution per shard range (two shards over one executor: one range).
-triggered = trigger_job.sync(name="client-roundtrip", client=client)
+# Trigger: one execution per shard range (two shards over one executor: one range). The body
+# is optional in the document; the generated client needs one passed (empty is fine).
+triggered = trigger_job.sync(name="client-roundtrip", client=client, body=TriggerRequest())
 check(isinstance(triggered, list) and len(triggered) == 1, f"trigger returned {triggered}")
 trace_id = triggered[0].trace_id
 check(triggered[0].job_name == "client-roundtrip", f"trigger: {triggered[0]}")
