@@ -172,7 +172,7 @@ impl Dispatcher {
         let first = exec
             .executor_instance
             .as_deref()
-            .and_then(|planned| executors.iter().position(|e| e.addr.to_string() == planned))
+            .and_then(|planned| executors.iter().position(|e| e.addr.as_str() == planned))
             .or_else(|| plan::executor_for(exec.shard_start, exec.shard_count, executors.len()))
             .unwrap_or(0);
         let order: Vec<&ExecutorInstance> = (0..executors.len())
@@ -204,6 +204,7 @@ impl Dispatcher {
         }
         let request = executor_request(&exec, &job, self.report_url(&exec.trace_id));
         let mut refused = Vec::new();
+        let mut verdict = None;
         for (i, instance) in order.iter().enumerate() {
             if i > 0 {
                 // Failover: the row names the executor being called.
@@ -242,23 +243,13 @@ impl Dispatcher {
                     message,
                     error,
                 } => {
-                    drop(slot);
-                    let verdict = Verdict {
+                    verdict = Some(Verdict {
                         status,
                         message,
                         error,
                         retry_as: TriggerType::Retry,
-                    };
-                    self.settle(
-                        Some(&job),
-                        &exec,
-                        &[Pending, Running],
-                        verdict,
-                        Some(started),
-                        hold,
-                    )
-                    .await;
-                    return;
+                    });
+                    break;
                 }
                 CallOutcome::NoAnswer(why) => {
                     drop(slot);
@@ -269,10 +260,12 @@ impl Dispatcher {
             }
         }
         drop(slot);
-        let verdict = Verdict::failed(super::client::excerpt(&format!(
-            "every executor instance refused the connection: {}",
-            refused.join("; ")
-        )));
+        let verdict = verdict.unwrap_or_else(|| {
+            Verdict::failed(super::client::excerpt(&format!(
+                "every executor instance refused the connection: {}",
+                refused.join("; ")
+            )))
+        });
         self.settle(
             Some(&job),
             &exec,

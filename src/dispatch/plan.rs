@@ -141,10 +141,14 @@ impl RoundRobin {
     /// This fire's counter value for `job`: 0, 1, 2, … per job.
     pub fn next(&self, job: &str) -> u64 {
         let mut counters = self.counters.lock().expect("round-robin counters poisoned");
-        let c = counters.entry(job.to_string()).or_insert(0);
-        let v = *c;
-        *c = c.wrapping_add(1);
-        v
+        // Called on every fire: the job's name is copied only on its first.
+        if let Some(c) = counters.get_mut(job) {
+            let v = *c;
+            *c = c.wrapping_add(1);
+            return v;
+        }
+        counters.insert(job.to_string(), 1);
+        0
     }
 
     /// Forgets jobs that no longer exist (their counters only cost memory).

@@ -23,7 +23,8 @@ use super::rows::fire_rows;
 use super::{Dispatcher, Hold, Lease, plan};
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobDefinition, OverlapPolicy, TriggerType, child_execution_id,
+    Execution, ExecutionStatus, JobDefinition, OverlapPolicy, RouteStrategy, TriggerType,
+    child_execution_id,
 };
 use crate::store::{FireClaim, FireOutcome, StoreError};
 
@@ -57,7 +58,7 @@ impl Busy {
         let calls = self.calls.lock().expect("busy lock");
         executors
             .iter()
-            .map(|e| calls.get(&e.addr.to_string()).copied().unwrap_or(0))
+            .map(|e| calls.get(e.addr.as_str()).copied().unwrap_or(0))
             .collect()
     }
 }
@@ -81,9 +82,12 @@ impl Dispatcher {
         job: &JobDefinition,
         executors: &[ExecutorInstance],
     ) -> usize {
-        let addrs: Vec<String> = executors.iter().map(|e| e.addr.to_string()).collect();
-        let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-        let in_flight = self.busy.of(executors);
+        let addrs: Vec<&str> = executors.iter().map(|e| e.addr.as_str()).collect();
+        // Only LEAST_BUSY reads the in-flight counts: the others skip the lock.
+        let in_flight = match job.spec.route_strategy {
+            RouteStrategy::LeastBusy => self.busy.of(executors),
+            _ => Vec::new(),
+        };
         let input = plan::RouteInput {
             strategy: job.spec.route_strategy,
             key: job.name().as_str(),
