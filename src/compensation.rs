@@ -7,6 +7,11 @@
 //! - every `compensation.interval_seconds`: RUNNING rows past their job's timeout, and the
 //!   hourly purge of old fire claims.
 //!
+//! A database outage stops every holder from writing RUNNING for the calls it made (fires
+//! claimed ahead are called at their instant whatever the database does), so leases that ran
+//! out during it say nothing: after a failed pass, lease-expired rows are looked at again only
+//! a full lease (plus the writer's longest retry delay) after the database answers.
+//!
 //! Rows are read in keyset pages along their status index, and each is decided by
 //! [`Dispatcher::recover_pending`] / [`Dispatcher::recover_running`] (which ask the executor
 //! first), at most `PROBES` at a time. A pass ends before the next begins, so no row is
@@ -100,6 +105,12 @@ impl Compensator {
         let now = tokio::time::Instant::now();
         let (mut next_recovery, mut next_overdue, mut next_purge) =
             (now + recovery, now + overdue, now);
+        // After the database failed a pass, leases are honoured again only once the holders
+        // have had a full lease (and the writer's longest retry delay) with the database back
+        // to write the RUNNING rows of the calls they made meanwhile.
+        let relapse = Duration::from_secs(self.settings.pending_grace_seconds)
+            + crate::dispatch::WRITE_RETRY_MAX;
+        let (mut failing, mut leases_from) = (false, now);
         loop {
             let wake = next_recovery.min(next_overdue);
             tokio::select! {
@@ -119,7 +130,21 @@ impl Compensator {
                 next_recovery = now + recovery;
                 Sweep::Recovery
             };
-            match self.pass(sweep).await {
+            let leases = !failing && tokio::time::Instant::now() >= leases_from;
+            let outcome = self.pass_with(sweep, leases).await;
+            match (&outcome, failing) {
+                (Err(_), _) => failing = true,
+                (Ok(_), true) => {
+                    failing = false;
+                    leases_from = tokio::time::Instant::now() + relapse;
+                    tracing::info!(
+                        after_seconds = relapse.as_secs(),
+                        "database answers again; expired leases are recovered once their holders could write"
+                    );
+                }
+                (Ok(_), false) => {}
+            }
+            match outcome {
                 Ok(p) if p != Pass::default() => tracing::info!(
                     ?sweep,
                     resumed = p.resumed,
@@ -148,8 +173,13 @@ impl Compensator {
 
     /// One pass of `sweep` over every matching row, page by page.
     pub async fn pass(&self, sweep: Sweep) -> Result<Pass, StoreError> {
+        self.pass_with(sweep, true).await
+    }
+
+    /// A pass; lease-expired PENDING rows are looked at only with `leases`.
+    async fn pass_with(&self, sweep: Sweep, leases: bool) -> Result<Pass, StoreError> {
         let mut pass = Pass::default();
-        if sweep == Sweep::Recovery {
+        if sweep == Sweep::Recovery && leases {
             self.pending_expired(&mut pass).await?;
         }
         self.running(sweep, &mut pass).await?;

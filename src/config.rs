@@ -146,6 +146,9 @@ pub enum OwnershipStrategy {
     Rendezvous,
 }
 
+/// A longer window holds more fires in memory and in PENDING rows for no gain in precision.
+const MAX_CLAIM_AHEAD_MILLIS: u64 = 60_000;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SchedulerSettings {
@@ -156,6 +159,9 @@ pub struct SchedulerSettings {
     /// A fire at most this late is on time, whatever the misfire policy.
     pub misfire_tolerance_millis: u64,
     pub job_refresh_millis: NonZeroU64,
+    /// How far ahead of their instant due fires are claimed and their rows written, so the
+    /// calls go out at the instant with no database round trip; 0 claims at the instant.
+    pub claim_ahead_millis: u64,
     /// First retry delay; doubled per retry, with jitter, up to the maximum.
     pub retry_backoff_millis: NonZeroU64,
     pub retry_backoff_max_millis: NonZeroU64,
@@ -169,6 +175,7 @@ impl Default for SchedulerSettings {
             misfire_threshold_seconds: 600,
             misfire_tolerance_millis: 5000,
             job_refresh_millis: nonzero(1000),
+            claim_ahead_millis: 2000,
             retry_backoff_millis: nonzero(1000),
             retry_backoff_max_millis: nonzero(60_000),
         }
@@ -209,6 +216,9 @@ pub struct ExecutorSettings {
     pub signing_secret: Option<Secret>,
     pub signing_secret_file: Option<PathBuf>,
     pub max_in_flight: NonZeroUsize,
+    /// Fires between their hand-off (their claim, up to `scheduler.claim_ahead_millis` ahead)
+    /// and their last result. Fires beyond it wait in the schedule, under the misfire policy.
+    pub max_backlog: NonZeroUsize,
 }
 
 impl Default for ExecutorSettings {
@@ -218,6 +228,7 @@ impl Default for ExecutorSettings {
             signing_secret: None,
             signing_secret_file: None,
             max_in_flight: NonZeroUsize::new(256).expect("positive"),
+            max_backlog: NonZeroUsize::new(16_384).expect("positive"),
         }
     }
 }
@@ -520,6 +531,18 @@ impl Settings {
             return Err(invalid(
                 "executor.signing_secret",
                 "is empty; leave it unset to send unsigned calls",
+            ));
+        }
+        if self.scheduler.claim_ahead_millis > MAX_CLAIM_AHEAD_MILLIS {
+            return Err(invalid(
+                "scheduler.claim_ahead_millis",
+                format!("must be at most {MAX_CLAIM_AHEAD_MILLIS} (0 claims at the instant)"),
+            ));
+        }
+        if self.executor.max_backlog < self.executor.max_in_flight {
+            return Err(invalid(
+                "executor.max_backlog",
+                "must be at least executor.max_in_flight",
             ));
         }
         if self.compensation.pending_grace_seconds < 2 {

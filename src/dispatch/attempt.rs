@@ -144,17 +144,14 @@ impl Dispatcher {
                 .settle_failed_at_record(&job, &exec, verdict, hold)
                 .await;
         }
-        if let Ok(wait) = (exec.due_time - Utc::now()).to_std() {
-            // A retry waiting out its backoff stays PENDING in the database; if this instance
-            // stops, compensation dispatches it once the lease has run out.
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = self.stopping.cancelled() => return,
-            }
+        // A retry waiting out its backoff stays PENDING in the database; if this instance
+        // stops, compensation dispatches it once the lease has run out.
+        if !self.until_due(exec.due_time).await {
+            return;
         }
         let slot = tokio::select! {
             slot = self.call_slot() => slot,
-            _ = self.stopping.cancelled() => return,
+            _ = self.halted() => return,
         };
         let executors = self
             .discovery

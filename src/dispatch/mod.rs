@@ -1,6 +1,7 @@
 //! Dispatch (SPEC §6): turning fires into execution rows and executor calls, and settling
 //! them. The fire path reads engine → [`Dispatcher`] → store / [`client`].
 //!
+//! - [`ahead`]: fires claimed ahead of their instant, waiting for it;
 //! - [`rows`]: the rows a fire, a retry or a re-run writes (and every execution id format);
 //! - [`attempt`]: one attempt at a row: the lease that says who may call, the call with
 //!   failover, the verdict and the retry it earns;
@@ -11,10 +12,11 @@
 //! - [`plan`]: shard ranges over executors; [`backoff`]: retry delays.
 //!
 //! Bounds: at most `executor.max_in_flight` calls are in flight, and at most
-//! `BACKLOG_PER_CALL` times as many fires are between hand-off and their last result (the
-//! backlog). The engine hands over only fires it holds a backlog place for and never waits for
+//! `executor.max_backlog` fires are between hand-off (their claim, ahead of the instant) and
+//! their last result (the backlog). The engine hands over only fires it holds a backlog place for and never waits for
 //! room inside a hand-over, so any number of owed fires flows through the bound.
 
+mod ahead;
 mod attempt;
 mod backoff;
 pub mod client;
@@ -43,7 +45,7 @@ use crate::alerts::Alerts;
 use crate::config::Settings;
 use crate::discovery::{Discovery, ExecutorInstance, InstanceAddr};
 use crate::jobs::{Execution, ExecutionStatus, JobDefinition, OverlapPolicy, TriggerType};
-use crate::store::{Applied, FireOutcome, Store, StoreError, Transition};
+use crate::store::{Applied, FireClaim, FireOutcome, Store, StoreError, Transition};
 
 use ExecutionStatus::{Cancelled, Failed, Pending, Running, Success};
 
@@ -83,12 +85,12 @@ pub struct MissedFire {
     pub fire_time: DateTime<Utc>,
 }
 
+/// The longest the execution writer waits between attempts at a batch the database refused.
+pub const WRITE_RETRY_MAX: Duration = settle::MAX_RETRY;
+
 /// At most this many due fires share one database transaction; larger bursts are split
 /// into concurrent transactions.
 const FIRE_BATCH: usize = 50;
-
-/// Fires handed to the dispatcher and not yet finished, per call allowed in flight.
-const BACKLOG_PER_CALL: usize = 8;
 
 pub struct Dispatcher {
     store: Arc<dyn Store>,
@@ -112,8 +114,14 @@ pub struct Dispatcher {
     tasks: TaskTracker,
     /// Cancels waits (due times, call slots) on shutdown; calls already made finish.
     stopping: CancellationToken,
-    /// Per job, the latest fire that could not be recorded because the database failed; the
-    /// engine applies the misfire policy to it once the database answers again.
+    /// When the drain on shutdown gives up: fires due before it are still called.
+    drain_deadline: std::sync::OnceLock<DateTime<Utc>>,
+    /// Fires claimed ahead of their instant, and whether their launcher runs.
+    waiting: ahead::Waiting,
+    launcher: std::sync::Once,
+    /// Per job, the earliest fire that could not be recorded because the database failed; the
+    /// engine owes the job's instants from it again, under the misfire policy, once the
+    /// database answers.
     missed: Mutex<HashMap<String, MissedFire>>,
 }
 
@@ -134,7 +142,7 @@ impl Dispatcher {
         )?;
         let report_base = format!("http://{}", discovery.self_id());
         let max_calls = settings.executor.max_in_flight.get();
-        let backlog_size = max_calls * BACKLOG_PER_CALL;
+        let backlog_size = settings.executor.max_backlog.get();
         Ok(Self {
             settler: Settler::spawn(store.clone()),
             store,
@@ -155,6 +163,9 @@ impl Dispatcher {
             backlog_size,
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
+            drain_deadline: std::sync::OnceLock::new(),
+            waiting: ahead::Waiting::default(),
+            launcher: std::sync::Once::new(),
             missed: Mutex::default(),
         })
     }
@@ -170,7 +181,8 @@ impl Dispatcher {
         )
     }
 
-    /// The fires lost to database failures since the last call (the latest one per job).
+    /// The fires lost to database failures since the last call (the earliest one per job:
+    /// its instants from there on are owed again under the misfire rules).
     pub fn take_missed(&self) -> Vec<MissedFire> {
         self.missed
             .lock()
@@ -184,9 +196,12 @@ impl Dispatcher {
         !self.missed.lock().expect("missed lock").is_empty()
     }
 
-    /// Stops accepting work and waits up to `grace` for in-flight dispatches; waits for due
-    /// times and call slots end at once (their rows stay PENDING for compensation).
+    /// Stops accepting work and waits up to `grace` for in-flight dispatches. Fires claimed
+    /// ahead and due within `grace` are still called; waits for later due times and for call
+    /// slots end at once (their rows stay PENDING for compensation).
     pub async fn drain(&self, grace: Duration) -> bool {
+        let deadline = Utc::now() + chrono::Duration::from_std(grace).unwrap_or_default();
+        let _ = self.drain_deadline.set(deadline);
         self.stopping.cancel();
         self.tasks.close();
         tokio::time::timeout(grace, self.tasks.wait()).await.is_ok()
@@ -211,6 +226,37 @@ impl Dispatcher {
         let _ = self.backlog.acquire().await;
     }
 
+    /// Resolves when waiting must end: at the drain deadline once shutting down.
+    async fn halted(&self) {
+        self.stopping.cancelled().await;
+        if let Some(wait) = self
+            .drain_deadline
+            .get()
+            .and_then(|d| (*d - Utc::now()).to_std().ok())
+        {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Waits until `due`; `false` when the instance stops first and `due` is past the drain
+    /// deadline (the row stays PENDING for compensation).
+    async fn until_due(&self, due: DateTime<Utc>) -> bool {
+        let Ok(wait) = (due - Utc::now()).to_std() else {
+            return true;
+        };
+        let sleep = tokio::time::sleep(wait);
+        tokio::pin!(sleep);
+        tokio::select! {
+            _ = &mut sleep => return true,
+            _ = self.stopping.cancelled() => {}
+        }
+        if self.drain_deadline.get().is_some_and(|d| due <= *d) {
+            sleep.await;
+            return true;
+        }
+        false
+    }
+
     async fn call_slot(&self) -> CallSlot<'_> {
         let permit = self
             .calls
@@ -227,8 +273,10 @@ impl Dispatcher {
 
     /// Records due cron fires and calls their executors in the background: one transaction
     /// for the claims and PENDING rows of up to `FIRE_BATCH` fires, then the calls, with no
-    /// database round trip between the record and the call. Exactly one scheduler wins each
-    /// fire's claim; the others skip it. Each fire comes with its place in the backlog.
+    /// database round trip between the record and the call. Fires handed over ahead of their
+    /// instant wait for it (see [`ahead`]); a job whose overlap policy is not ALLOW is judged
+    /// and recorded at its instant. Exactly one scheduler wins each fire's claim; the others
+    /// skip it. Each fire comes with its place in the backlog.
     pub fn spawn_fires(
         self: &Arc<Self>,
         fires: Vec<(Arc<JobDefinition>, DateTime<Utc>)>,
@@ -242,8 +290,11 @@ impl Dispatcher {
                 plain.push((job, at, hold, None));
             } else {
                 let this = self.clone();
-                self.tasks
-                    .spawn(async move { this.guarded_fire(job, at, hold).await });
+                self.tasks.spawn(async move {
+                    if this.until_due(at).await {
+                        this.guarded_fire(job, at, hold).await
+                    }
+                });
             }
         }
         // Chunks run concurrently, each in its own transaction on its own connection.
@@ -252,6 +303,83 @@ impl Dispatcher {
             self.tasks
                 .spawn(async move { this.record_fires(chunk).await });
         }
+    }
+
+    /// Holds a fire recorded ahead of its instant until the instant, then starts its rows.
+    fn start_at_instant(self: &Arc<Self>, fire: ahead::WaitingFire) {
+        self.launcher.call_once(|| {
+            let this = self.clone();
+            self.tasks.spawn(async move { this.launch_waiting().await });
+        });
+        self.waiting.add(fire);
+    }
+
+    /// Starts the waiting fires' attempts at their instants. On shutdown, fires due within
+    /// the grace period are still started; later ones are left PENDING for compensation.
+    async fn launch_waiting(self: Arc<Self>) {
+        loop {
+            if self.stopping.is_cancelled() {
+                let deadline = self.drain_deadline.get().copied().unwrap_or_else(Utc::now);
+                let left = self.waiting.take_after(deadline);
+                if !left.is_empty() {
+                    tracing::info!(
+                        fires = left.len(),
+                        "shutting down: fires claimed ahead beyond the grace period stay PENDING; compensation dispatches them after their lease"
+                    );
+                }
+                if self.waiting.is_empty() {
+                    return;
+                }
+            }
+            let wait = self
+                .waiting
+                .next()
+                .map(|t| (t - Utc::now()).to_std().unwrap_or_default());
+            tokio::select! {
+                _ = async { tokio::time::sleep(wait.unwrap_or_default()).await }, if wait.is_some() => {}
+                _ = self.waiting.earlier.notified() => {}
+                _ = self.stopping.cancelled(), if !self.stopping.is_cancelled() => {}
+            }
+            for fire in self.waiting.take_due(Utc::now()) {
+                self.start_rows(&fire.job, fire.rows, fire.hold);
+            }
+        }
+    }
+
+    /// The definitions `job`s were claimed ahead under, one per job with waiting fires.
+    pub fn claimed_ahead(&self) -> Vec<Arc<JobDefinition>> {
+        self.waiting.claimed_under()
+    }
+
+    /// Withdraws `job`'s fires claimed ahead and not started yet (the job was edited,
+    /// disabled or deleted): their claims and rows are deleted, so the instants are owed again
+    /// under the job's current definition. Returns the earliest withdrawn instant. If the
+    /// database cannot delete them, their rows stay PENDING and compensation settles them.
+    pub async fn withdraw(&self, job: &str) -> Option<DateTime<Utc>> {
+        let fires = self.waiting.withdraw(job);
+        let earliest = fires.iter().map(|f| f.fire_time).min()?;
+        let claims: Vec<_> = fires
+            .iter()
+            .map(|f| {
+                let claim = FireClaim {
+                    job_name: job.to_string(),
+                    fire_time: f.fire_time,
+                    scheduler_instance: self.instance_id().to_string(),
+                };
+                (claim, f.rows.iter().map(|r| r.trace_id.clone()).collect())
+            })
+            .collect();
+        metrics::counter!("scheduler_fires_withdrawn_total", "job_name" => job.to_string())
+            .increment(fires.len() as u64);
+        match self.store.withdraw_fires(&claims).await {
+            Ok(rows) => {
+                tracing::info!(job_name = job, fires = fires.len(), rows, %earliest, "fires claimed ahead withdrawn: the job changed before their instant")
+            }
+            Err(e) => {
+                tracing::warn!(job_name = job, error = %e, "withdrawn fires' rows not deleted; compensation settles them after their lease")
+            }
+        }
+        Some(earliest)
     }
 
     /// A fire the misfire policy skipped (alerted as FIRE_SKIPPED).
@@ -401,6 +529,10 @@ impl Dispatcher {
             Err(_) => return Err(DispatchError::Stopping),
         }
         attempt::record_final(&exec, Cancelled, None);
+        if self.waiting.forget_row(&exec) {
+            // Claimed ahead and not called yet: nothing to stop.
+            return self.execution(trace_id).await;
+        }
         if exec.executor_instance.is_some() {
             let answer = match self.stop_at_executor(&exec).await {
                 Some(client::Probe::Finished {

@@ -266,7 +266,7 @@ impl Dispatcher {
                                 job: job.clone(),
                                 fire_time,
                             });
-                    if entry.fire_time < fire_time {
+                    if fire_time < entry.fire_time {
                         *entry = super::MissedFire { job, fire_time };
                     }
                 }
@@ -281,7 +281,16 @@ impl Dispatcher {
                 }
                 FireOutcome::Recorded(rows) => {
                     metrics::counter!("scheduler_fires_total", "job_name" => job.name().to_string(), "trigger" => "CRON").increment(1);
-                    self.start_rows(&job, rows, hold);
+                    if fire_time > Utc::now() {
+                        self.start_at_instant(super::ahead::WaitingFire {
+                            job,
+                            fire_time,
+                            rows,
+                            hold,
+                        });
+                    } else {
+                        self.start_rows(&job, rows, hold);
+                    }
                 }
                 FireOutcome::AlreadyFired => {
                     metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job_name" => job.name().to_string()).increment(1);

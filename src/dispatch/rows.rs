@@ -11,7 +11,8 @@ use crate::jobs::{
 };
 
 /// One PENDING row per shard range over the live executors (range `i` planned for executor
-/// `first + i`, the routing strategy's choice), held by `me` from `now`; or a single FAILED
+/// `first + i`, the routing strategy's choice), held by `me` from `now` (a cron fire recorded
+/// ahead of its instant: from the instant); or a single FAILED
 /// row when there is no executor at all (the retry policy then applies to it).
 pub fn fire_rows(
     job: &JobDefinition,
@@ -41,7 +42,11 @@ pub fn fire_rows(
             shard_end: end,
             shard_count,
             trigger_time: now,
-            due_time: now,
+            // A cron fire claimed ahead is held from its instant; any other from now.
+            due_time: match trigger {
+                TriggerType::Cron => fire_time.max(now),
+                _ => now,
+            },
             status: ExecutionStatus::Pending,
             retry_count: 0,
             parent_trace_id: None,

@@ -32,7 +32,7 @@ pub const QUEUE_BOUND: usize = 16_384;
 
 /// Delays between attempts at a batch the database refused.
 const FIRST_RETRY: Duration = Duration::from_millis(100);
-const MAX_RETRY: Duration = Duration::from_secs(5);
+pub const MAX_RETRY: Duration = Duration::from_secs(5);
 
 type Reply = oneshot::Sender<Applied>;
 

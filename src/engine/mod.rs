@@ -70,6 +70,8 @@ pub struct Engine {
     job_changes: Arc<Notify>,
     strategy: OwnershipStrategy,
     rules: MisfireRules,
+    /// Fires due within this window are handed over (claimed) before their instant.
+    ahead: chrono::Duration,
     refresh: Duration,
     jobs: Vec<Arc<JobDefinition>>,
     revision: i64,
@@ -102,6 +104,7 @@ impl Engine {
                     settings.scheduler.misfire_threshold_seconds as i64,
                 ),
             },
+            ahead: chrono::Duration::milliseconds(settings.scheduler.claim_ahead_millis as i64),
             refresh: Duration::from_millis(settings.scheduler.job_refresh_millis.get()),
             jobs,
             revision,
@@ -126,7 +129,9 @@ impl Engine {
             let blocked = self.hand_out(&mut schedule, &mut owed).await;
             let wake = schedule
                 .next_deadline()
-                .map(|d| Instant::now() + (d - Utc::now()).to_std().unwrap_or_default())
+                .map(|d| {
+                    Instant::now() + (d - self.ahead - Utc::now()).to_std().unwrap_or_default()
+                })
                 .map_or(next_refresh, |d| d.min(next_refresh));
             tokio::select! {
                 biased;
@@ -153,8 +158,7 @@ impl Engine {
                     Ok(changed) => {
                         resync |= changed;
                         if self.dispatcher.has_missed() {
-                            let step = self.recover_missed(Utc::now());
-                            self.accept(step, &mut owed);
+                            self.recover_missed(&mut schedule);
                         }
                     }
                     Err(e) => {
@@ -174,7 +178,7 @@ impl Engine {
     /// between passes even when the scheduler cannot keep up. `true` when fires are left
     /// waiting for room.
     async fn hand_out(&self, schedule: &mut FireSchedule, owed: &mut VecDeque<DueFire>) -> bool {
-        let (due_at, pass) = (Utc::now(), Instant::now());
+        let (due_at, pass) = (Utc::now() + self.ahead, Instant::now());
         loop {
             let waiting = !owed.is_empty() || schedule.has_due(due_at);
             if !waiting {
@@ -188,7 +192,8 @@ impl Engine {
                 return true;
             }
             if owed.len() < room.len() && schedule.has_due(due_at) {
-                let step = schedule.take_due(Utc::now(), self.rules, room.len() - owed.len());
+                let (now, limit) = (Utc::now(), room.len() - owed.len());
+                let step = schedule.take_ahead(now, due_at.max(now), self.rules, limit);
                 self.accept(step, owed);
             }
             let fires: Vec<_> = owed
@@ -219,26 +224,13 @@ impl Engine {
         }
     }
 
-    /// The database answers again: fires it could not record follow the misfire policy.
-    fn recover_missed(&self, now: chrono::DateTime<Utc>) -> Step {
-        let mut step = Step::default();
+    /// The database answers again: the instants it could not record are owed again from the
+    /// earliest, so the misfire rules decide them like any missed instants (those still ahead
+    /// or within the tolerance fire; of older ones, the latest follows the policy).
+    fn recover_missed(&self, schedule: &mut FireSchedule) {
         for crate::dispatch::MissedFire { job, fire_time } in self.dispatcher.take_missed() {
-            let owed = now - fire_time <= self.rules.threshold
-                && job.spec.misfire_policy == crate::jobs::MisfirePolicy::FireOnceNow;
-            if owed {
-                step.due.push(DueFire {
-                    job,
-                    fire_time,
-                    misfire: true,
-                });
-            } else {
-                step.skipped.push(timers::SkippedFire {
-                    job: job.name().to_string(),
-                    fire_time,
-                });
-            }
+            schedule.rewind(job.name().as_str(), fire_time);
         }
-        step
     }
 
     /// Reloads the job set when the revision moved (or when forced). `true` if reloaded.
@@ -258,6 +250,34 @@ impl Engine {
         Ok(true)
     }
 
+    /// Fires claimed ahead whose job has since been edited (and is still ours), disabled or
+    /// deleted are withdrawn, and the schedule owes their instants again from the earliest,
+    /// under the current definition: the change applies as if they had never been claimed.
+    /// A fire claimed ahead of a job that moved to another instance stays ours to call.
+    async fn withdraw_changed(&self, schedule: &mut FireSchedule, ring: &OwnershipRing) {
+        let claimed = self.dispatcher.claimed_ahead();
+        if claimed.is_empty() {
+            return;
+        }
+        let current: HashMap<&str, &Arc<JobDefinition>> =
+            self.jobs.iter().map(|j| (j.name().as_str(), j)).collect();
+        let me = self.discovery.self_id();
+        for was in claimed {
+            let name = was.name().as_str();
+            let withdraw = match current.get(name) {
+                None => true,
+                Some(now) if !now.spec.enabled => true,
+                Some(now) => {
+                    (now.updated_at != was.updated_at || now.spec != was.spec)
+                        && ring.owns(me, name)
+                }
+            };
+            if withdraw && let Some(earliest) = self.dispatcher.withdraw(name).await {
+                schedule.rewind(name, earliest);
+            }
+        }
+    }
+
     async fn sync(&self, schedule: &mut FireSchedule, ring: OwnershipRing) -> Step {
         let me = self.discovery.self_id();
         let owned: Vec<Arc<JobDefinition>> = self
@@ -266,6 +286,7 @@ impl Engine {
             .filter(|j| j.spec.enabled && ring.owns(me, j.name().as_str()))
             .cloned()
             .collect();
+        self.withdraw_changed(schedule, &ring).await;
         let before = schedule.len();
         let now = Utc::now();
         // Only jobs being gained need to know what the previous owner fired.

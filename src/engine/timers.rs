@@ -131,22 +131,38 @@ impl FireSchedule {
                         None => job.enabled_since,
                     };
                     owed(&job, after, now, rules, &mut step);
-                    self.insert(job, now);
+                    // A fire the previous owner claimed ahead of its instant is its to call:
+                    // this schedule starts after it.
+                    self.insert(job, after.max(now));
                 }
             }
         }
         step
     }
 
-    /// Pops every job whose next fire is at or before `now`.
     /// Pops up to `limit` jobs whose next fire is at or before `now` (call again while
     /// `has_due` says more are waiting).
     pub fn take_due(&mut self, now: DateTime<Utc>, rules: MisfireRules, limit: usize) -> Step {
+        self.take_ahead(now, now, rules, limit)
+    }
+
+    /// Pops up to `limit` jobs whose next fire is at or before `horizon` (at or after `now`),
+    /// so their fires can be claimed before their instant. Instants in the future are on
+    /// time by definition; the misfire rules judge past ones against `now`. A job whose next
+    /// instants all fall within the window yields each of them.
+    pub fn take_ahead(
+        &mut self,
+        now: DateTime<Utc>,
+        horizon: DateTime<Utc>,
+        rules: MisfireRules,
+        limit: usize,
+    ) -> Step {
+        debug_assert!(horizon >= now, "the window looks ahead");
         let mut step = Step::default();
         // `limit` counts fires; a job's fires are taken together, so a step can exceed it
         // by the instants of its last job.
         while let Some((t, _)) = self.queue.first() {
-            if *t > now || step.due.len() >= limit {
+            if *t > horizon || step.due.len() >= limit {
                 break;
             }
             let (scheduled, name) = self.queue.pop_first().expect("non-empty queue");
@@ -181,9 +197,26 @@ impl FireSchedule {
         step
     }
 
-    /// Whether a fire is due at `now`.
-    pub fn has_due(&self, now: DateTime<Utc>) -> bool {
-        self.queue.first().is_some_and(|(t, _)| *t <= now)
+    /// Whether some job's next fire is at or before `at`.
+    pub fn has_due(&self, at: DateTime<Utc>) -> bool {
+        self.queue.first().is_some_and(|(t, _)| *t <= at)
+    }
+
+    /// Moves `job`'s next instant back to `at` when `at` is earlier: its fires from `at` on
+    /// were taken but withdrawn before they were called, and are owed again (under the job's
+    /// current definition once [`sync`](Self::sync) sees an edit).
+    pub fn rewind(&mut self, job: &str, at: DateTime<Utc>) {
+        let Some(entry) = self.entries.get_mut(job) else {
+            return;
+        };
+        if entry.next.is_some_and(|n| n <= at) {
+            return;
+        }
+        if let Some(n) = entry.next {
+            self.queue.remove(&(n, job.to_string()));
+        }
+        entry.next = Some(at);
+        self.queue.insert((at, job.to_string()));
     }
 
     fn insert(&mut self, job: Arc<JobDefinition>, now: DateTime<Utc>) {
@@ -515,5 +548,97 @@ mod tests {
         assert_eq!((step.gained, step.lost), (0, 1));
         assert_eq!(s.len(), 1);
         assert_eq!(s.next_deadline(), Some(t("2024-01-01T01:00:00Z")));
+    }
+
+    #[test]
+    fn the_window_yields_every_instant_up_to_its_horizon_on_time() {
+        let mut s = FireSchedule::default();
+        let a = job("a", "* * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
+        s.sync([a], t("2024-01-01T00:00:00.5Z"), RULES, &HashMap::new());
+        let step = s.take_ahead(
+            t("2024-01-01T00:00:00.5Z"),
+            t("2024-01-01T00:00:02.5Z"),
+            RULES,
+            usize::MAX,
+        );
+        assert_eq!(
+            fires(&step),
+            ["01", "02"].map(|sec| (
+                "a".to_string(),
+                format!("2024-01-01T00:00:{sec}+00:00"),
+                false
+            ))
+        );
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:03Z")));
+        // The next window starts where this one ended: nothing twice.
+        let step = s.take_ahead(
+            t("2024-01-01T00:00:01Z"),
+            t("2024-01-01T00:00:03Z"),
+            RULES,
+            usize::MAX,
+        );
+        assert_eq!(
+            fires(&step),
+            [(
+                "a".to_string(),
+                "2024-01-01T00:00:03+00:00".to_string(),
+                false
+            )]
+        );
+    }
+
+    #[test]
+    fn withdrawn_instants_are_owed_again_under_the_edited_definition() {
+        let mut s = FireSchedule::default();
+        let a = job("a", "* * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
+        s.sync([a], t("2024-01-01T00:00:00.5Z"), RULES, &HashMap::new());
+        let now = t("2024-01-01T00:00:00.5Z");
+        s.take_ahead(now, t("2024-01-01T00:00:02.5Z"), RULES, usize::MAX);
+        // Edited at 00:00:01.2 to fire every other second; the claims of 02 (and 01, which
+        // waited for a call slot) were withdrawn, so the schedule rewinds to 01.
+        s.rewind("a", t("2024-01-01T00:00:01Z"));
+        let a2 = job("a", "*/2 * * * * ?", "DO_NOTHING", "2024-01-01T00:00:01.1Z");
+        let now = t("2024-01-01T00:00:01.2Z");
+        let step = s.sync([a2], now, RULES, &HashMap::new());
+        assert!(step.due.is_empty(), "01 is not an instant of the new cron");
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:02Z")));
+        // Rewinding to a later instant than the next one changes nothing.
+        s.rewind("a", t("2024-01-01T00:00:04Z"));
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:02Z")));
+    }
+
+    #[test]
+    fn a_withdrawn_instant_already_past_is_owed_under_the_new_definition() {
+        let mut s = FireSchedule::default();
+        let a = job("a", "* * * * * ?", "DO_NOTHING", "2024-01-01T00:00:00Z");
+        s.sync([a], t("2024-01-01T00:00:00.5Z"), RULES, &HashMap::new());
+        s.take_ahead(
+            t("2024-01-01T00:00:00.5Z"),
+            t("2024-01-01T00:00:02.5Z"),
+            RULES,
+            usize::MAX,
+        );
+        // The edit is seen at 02.1, after the instant 02, whose claim was still waiting.
+        s.rewind("a", t("2024-01-01T00:00:02Z"));
+        let a2 = job("a", "*/2 * * * * ?", "DO_NOTHING", "2024-01-01T00:00:01.9Z");
+        let step = s.sync([a2], t("2024-01-01T00:00:02.1Z"), RULES, &HashMap::new());
+        assert_eq!(
+            fires(&step),
+            [(
+                "a".to_string(),
+                "2024-01-01T00:00:02+00:00".to_string(),
+                false
+            )]
+        );
+    }
+
+    #[test]
+    fn a_gained_job_starts_after_the_fire_its_previous_owner_claimed_ahead() {
+        let mut s = FireSchedule::default();
+        let a = job("a", "* * * * * ?", "FIRE_ONCE_NOW", "2024-01-01T00:00:00Z");
+        let last = HashMap::from([("a".to_string(), t("2024-01-01T00:00:12Z"))]);
+        let step = s.sync([a], t("2024-01-01T00:00:10.5Z"), RULES, &last);
+        assert!(step.due.is_empty());
+        assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:13Z")));
     }
 }

@@ -373,6 +373,12 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<Execution>, StoreError>;
 
+    /// Takes back cron fires claimed ahead of their instant and not called: each claim (by
+    /// its instance) and its PENDING rows (by trace id), in one transaction, so the instants
+    /// can be fired again (under an edited definition) or not at all. Returns the number of
+    /// rows removed.
+    async fn withdraw_fires(&self, fires: &[(FireClaim, Vec<String>)]) -> Result<u64, StoreError>;
+
     /// The PENDING and RUNNING executions of `job` (overlap policies), oldest first.
     async fn open_executions(&self, job: &str) -> Result<Vec<Execution>, StoreError>;
     /// Every execution of `job`'s fire at `fire_time`, retries included (child jobs).

@@ -837,6 +837,34 @@ macro_rules! sql_store {
                 Ok(applied)
             }
 
+            async fn withdraw_fires(
+                &self,
+                fires: &[($crate::store::FireClaim, Vec<String>)],
+            ) -> Result<u64, $crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                let mut removed = 0;
+                for (claim, traces) in fires {
+                    for trace in traces {
+                        removed += sqlx::query(
+                            "DELETE FROM job_execution WHERE trace_id = ? AND status = 'PENDING' AND scheduler_instance = ?",
+                        )
+                        .bind(trace)
+                        .bind(&claim.scheduler_instance)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    }
+                    sqlx::query("DELETE FROM job_fire WHERE job_name = ? AND fire_time = ? AND scheduler_instance = ?")
+                        .bind(&claim.job_name)
+                        .bind($crate::store::ms(claim.fire_time))
+                        .bind(&claim.scheduler_instance)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(removed)
+            }
+
             async fn open_executions(&self, job: &str) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
                 let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
                     "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND status IN ('PENDING', 'RUNNING') ORDER BY id"

@@ -320,7 +320,7 @@ async fn manual_trigger_and_operator_retry(backend: Backend) {
 }
 
 /// Executors slower than the schedule: calls stay within `executor.max_in_flight`, fires
-/// waiting between hand-off and result stay within the backlog (8 per call in flight), and
+/// waiting between hand-off and result stay within the backlog (`executor.max_backlog`), and
 /// the instants that wait too long follow the misfire policy instead of piling up.
 async fn an_overloaded_scheduler_keeps_its_backlog_bounded(backend: Backend) {
     let answer = Duration::from_millis(1500);
@@ -331,6 +331,7 @@ async fn an_overloaded_scheduler_keeps_its_backlog_bounded(backend: Backend) {
     let app = TestApp::spawn_with(db, move |s| {
         s.executors.static_ = static_executors("svc", &[addr]);
         s.executor.max_in_flight = 1usize.try_into().unwrap();
+        s.executor.max_backlog = 8usize.try_into().unwrap();
     })
     .await;
     let jobs: Vec<String> = (0..6).map(|i| format!("busy-{i}")).collect();

@@ -1,24 +1,42 @@
-//! `kill -9` of the real binary between two fires, then a restart on the same database: the
-//! missed fire is made once under FIRE_ONCE_NOW and not at all under DO_NOTHING.
+//! `kill -9` of the real binary, then a restart on the same database: a missed fire is made
+//! once under FIRE_ONCE_NOW and not at all under DO_NOTHING; a fire claimed ahead of its
+//! instant by the killed process is delivered once, by compensation, on both backends.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use chrono::{SubsecRound, Utc};
+use chrono::{SubsecRound, Timelike, Utc};
 use serde_json::{Value, json};
 
-use crate::helpers::eventually;
+use crate::helpers::{Backend, TestDb, backend_tests, eventually};
 use crate::recorder::Recorder;
 
 /// Starts `jobflow` in `dir` (SQLite under `dir/data`) and returns it with its address.
 fn start(dir: &std::path::Path, executor: &str) -> (Child, String) {
+    start_with(
+        dir,
+        executor,
+        None,
+        "[scheduler]\nmisfire_tolerance_millis = 500\n",
+    )
+}
+
+/// Starts `jobflow` in `dir` on `database` (SQLite under `dir/data` when `None`), with
+/// `extra` TOML after the executor list.
+fn start_with(
+    dir: &std::path::Path,
+    executor: &str,
+    database: Option<&str>,
+    extra: &str,
+) -> (Child, String) {
     std::fs::write(
         dir.join("kill.toml"),
-        format!("[executors.static]\nsvc = [\"{executor}\"]\n[scheduler]\nmisfire_tolerance_millis = 500\n"),
+        format!("[executors.static]\nsvc = [\"{executor}\"]\n{extra}"),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jobflow"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_jobflow"));
+    command
         .current_dir(dir)
         .args(["--config", "kill.toml"])
         .env("JOBFLOW__SERVER__HOST", "127.0.0.1")
@@ -26,9 +44,11 @@ fn start(dir: &std::path::Path, executor: &str) -> (Child, String) {
         .env("JOBFLOW__LOG__FORMAT", "json")
         .env("JOBFLOW__LOG__LEVEL", "info")
         .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::piped());
+    if let Some(url) = database {
+        command.env("JOBFLOW__DATABASE__URL", url);
+    }
+    let mut child = command.spawn().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let addr = lines
         .by_ref()
@@ -40,6 +60,68 @@ fn start(dir: &std::path::Path, executor: &str) -> (Child, String) {
         .expect("listening");
     std::thread::spawn(move || lines.for_each(drop));
     (child, addr)
+}
+
+backend_tests!(kill_9_inside_the_claim_window_loses_nothing);
+
+async fn kill_9_inside_the_claim_window_loses_nothing(backend: Backend) {
+    let rec = Recorder::start().await;
+    let db = TestDb::create(backend).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = "[scheduler]\nclaim_ahead_millis = 20000\n\
+                  [compensation]\npending_grace_seconds = 2\nrecovery_interval_millis = 200\n";
+    let (mut first, addr) = start_with(dir.path(), &rec.addr, Some(&db.url), config);
+    let client = reqwest::Client::new();
+    let at = (Utc::now() + chrono::Duration::seconds(6)).trunc_subsecs(0);
+    let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
+    let r = client
+        .post(format!("http://{addr}/api/v1/jobs"))
+        .json(&json!({"name": "claimed-then-killed", "serviceName": "svc", "handler": "h", "cron": cron}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let claimed: Value = eventually(Duration::from_secs(5), "the fire claimed ahead", || async {
+        let page: Value = client
+            .get(format!(
+                "http://{addr}/api/v1/jobs/claimed-then-killed/executions"
+            ))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        page["content"].as_array()?.first().cloned()
+    })
+    .await;
+    assert!(Utc::now() < at, "claimed before the instant");
+    first.kill().unwrap(); // SIGKILL inside the window: the row stays PENDING.
+    first.wait().unwrap();
+    let (mut second, _) = start_with(dir.path(), &rec.addr, Some(&db.url), config);
+    let fire = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let call = eventually(
+        Duration::from_secs(30),
+        "the claimed fire delivered",
+        || async {
+            rec.calls()
+                .into_iter()
+                .find(|c| c.header("x-fire-time") == fire)
+        },
+    )
+    .await;
+    // Recovered after its lease (instant + 2 s), never before its instant.
+    assert!(
+        call.received_at >= at + chrono::Duration::seconds(2),
+        "{}",
+        call.received_at
+    );
+    assert_eq!(call.trace_id(), claimed["traceId"].as_str().unwrap());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let calls = rec.calls();
+    assert_eq!(calls.len(), 1, "delivered once: {calls:?}");
+    second.kill().unwrap();
+    second.wait().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

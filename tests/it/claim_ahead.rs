@@ -1,0 +1,257 @@
+//! Fires claimed ahead of their instant (`scheduler.claim_ahead_millis`, docs/design.md
+//! "Claims written ahead"): the rows exist before the instant, the call goes out at it, and
+//! an edit, a disable, a delete or a cancel before the instant is honoured for a fire that is
+//! already claimed. `kill -9` inside the window: tests/it/kill_restart.rs; ownership moving
+//! inside the window: the cluster suite.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Timelike, Utc};
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::recorder::Recorder;
+
+backend_tests!(
+    every_fire_is_claimed_before_its_instant_and_called_at_it,
+    an_edit_before_the_instant_reaches_the_claimed_fire,
+    a_disable_before_the_instant_withdraws_the_claimed_fire,
+    a_delete_before_the_instant_withdraws_the_claimed_fire,
+    a_cancel_before_the_instant_keeps_the_executor_uncalled,
+    a_stopping_instance_still_calls_what_it_claimed,
+);
+
+/// The window these tests claim with: wide, so a loaded machine still edits before the
+/// instant.
+const WINDOW_MILLIS: u64 = 20_000;
+
+fn ts(v: &Value) -> DateTime<Utc> {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+/// An instance claiming `window` ahead, its executor, and its database (kept by the caller
+/// past the instance's stop).
+async fn app_with_executor(backend: Backend, window: u64) -> (TestApp, Recorder, Arc<TestDb>) {
+    let recorder = Recorder::start().await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = recorder.addr.clone();
+    let app = TestApp::spawn_with(db.clone(), move |s| {
+        s.executors.static_ = static_executors("billing", &[addr]);
+        s.scheduler.claim_ahead_millis = window;
+    })
+    .await;
+    (app, recorder, db)
+}
+
+/// A daily cron whose next instant is `lead` from now (whole seconds), and that instant.
+fn instant_in(lead: Duration) -> (String, DateTime<Utc>) {
+    let at = (Utc::now() + chrono::Duration::from_std(lead).unwrap()).trunc_subsecs(0);
+    (
+        format!("{} {} {} * * ?", at.second(), at.minute(), at.hour()),
+        at,
+    )
+}
+
+/// Creates `name` firing once, `lead` from now, and waits until that fire is claimed: its
+/// PENDING row exists before the instant. Returns the instant and the row.
+async fn claimed_fire(app: &TestApp, name: &str, lead: Duration) -> (DateTime<Utc>, Value) {
+    let (cron, at) = instant_in(lead);
+    app.create_job(&json!({
+        "name": name, "serviceName": "billing", "handler": "invoice", "cron": cron,
+        "jobParams": {"version": 1}
+    }))
+    .await;
+    let row = eventually(
+        Duration::from_secs(10),
+        "the fire claimed ahead",
+        || async {
+            app.executions(name)
+                .await
+                .into_iter()
+                .find(|e| ts(&e["fireTime"]) == at)
+        },
+    )
+    .await;
+    assert!(
+        Utc::now() < at,
+        "the claim must be visible before the instant; the machine is too slow for this window"
+    );
+    assert_eq!(row["status"], "PENDING", "{row}");
+    (at, row)
+}
+
+/// Waits until two seconds past `at`, so a call that was going to come has come.
+async fn past(at: DateTime<Utc>) {
+    let wait = (at + chrono::Duration::seconds(2) - Utc::now())
+        .to_std()
+        .unwrap_or_default();
+    tokio::time::sleep(wait).await;
+}
+
+async fn every_fire_is_claimed_before_its_instant_and_called_at_it(backend: Backend) {
+    let (app, recorder, _db) = app_with_executor(backend, 2_000).await;
+    app.create_job(&json!({
+        "name": "each-second", "serviceName": "billing", "handler": "invoice",
+        "cron": "* * * * * ?"
+    }))
+    .await;
+    let calls = eventually(Duration::from_secs(15), "four calls", || async {
+        let calls = recorder.calls();
+        (calls.len() >= 4).then_some(calls)
+    })
+    .await;
+    app.patch("/api/v1/jobs/each-second/enabled?enabled=false")
+        .await;
+    for call in &calls {
+        let fire: DateTime<Utc> = call.header("x-fire-time").parse().unwrap();
+        assert!(
+            call.received_at >= fire,
+            "called before its instant: {fire} at {}",
+            call.received_at
+        );
+    }
+    let rows = app.executions("each-second").await;
+    let mut fires: Vec<DateTime<Utc>> = rows.iter().map(|e| ts(&e["fireTime"])).collect();
+    let count = fires.len();
+    fires.sort();
+    fires.dedup();
+    assert_eq!(fires.len(), count, "one row per fire");
+    // After the first instant (when the job was created inside the window), every fire was
+    // recorded ahead of its instant: its row was written before the instant.
+    let called: Vec<&Value> = rows
+        .iter()
+        .filter(|e| calls.iter().any(|c| c.trace_id() == e["traceId"]))
+        .collect();
+    assert_eq!(called.len(), calls.len());
+    let ahead = called
+        .iter()
+        .filter(|e| ts(&e["triggerTime"]) < ts(&e["fireTime"]))
+        .count();
+    assert!(
+        ahead >= calls.len() - 1,
+        "rows written ahead: {ahead} of {}: {called:?}",
+        calls.len()
+    );
+    let due: Vec<_> = called
+        .iter()
+        .filter(|e| ts(&e["triggerTime"]) < ts(&e["fireTime"]))
+        .map(|e| (ts(&e["dueTime"]), ts(&e["fireTime"])))
+        .collect();
+    assert!(
+        due.iter().all(|(d, f)| d == f),
+        "a row claimed ahead is held from its instant: {due:?}"
+    );
+}
+
+async fn an_edit_before_the_instant_reaches_the_claimed_fire(backend: Backend) {
+    let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
+    let (at, claimed) = claimed_fire(&app, "edited", Duration::from_secs(8)).await;
+    let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
+    let (status, body) = app
+        .put(
+            "/api/v1/jobs/edited",
+            &json!({
+                "name": "edited", "serviceName": "billing", "handler": "invoice", "cron": cron,
+                "jobParams": {"version": 2}
+            }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let call = eventually(
+        Duration::from_secs(20),
+        "the edited fire's call",
+        || async { recorder.calls().into_iter().next() },
+    )
+    .await;
+    past(at).await;
+    let calls = recorder.calls();
+    assert_eq!(calls.len(), 1, "one call for the instant: {calls:?}");
+    assert_eq!(call.body["jobParams"], json!({"version": 2}));
+    assert_eq!(
+        call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
+        at
+    );
+    let rows = app.executions("edited").await;
+    assert_eq!(rows.len(), 1, "the withdrawn row is gone: {rows:?}");
+    assert_ne!(rows[0]["traceId"], claimed["traceId"]);
+    assert_eq!(rows[0]["traceId"].as_str(), Some(call.trace_id()));
+}
+
+async fn a_disable_before_the_instant_withdraws_the_claimed_fire(backend: Backend) {
+    let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
+    let (at, _) = claimed_fire(&app, "disabled", Duration::from_secs(6)).await;
+    let (status, _) = app
+        .patch("/api/v1/jobs/disabled/enabled?enabled=false")
+        .await;
+    assert_eq!(status, 200);
+    eventually(
+        Duration::from_secs(10),
+        "the claimed row withdrawn",
+        || async { app.executions("disabled").await.is_empty().then_some(()) },
+    )
+    .await;
+    past(at).await;
+    assert!(recorder.calls().is_empty(), "{:?}", recorder.calls());
+    assert!(app.executions("disabled").await.is_empty());
+}
+
+async fn a_delete_before_the_instant_withdraws_the_claimed_fire(backend: Backend) {
+    let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
+    let (at, claimed) = claimed_fire(&app, "deleted", Duration::from_secs(6)).await;
+    let (status, _) = app.delete("/api/v1/jobs/deleted").await;
+    assert_eq!(status, 204);
+    let trace = claimed["traceId"].as_str().unwrap().to_string();
+    eventually(
+        Duration::from_secs(10),
+        "the claimed row withdrawn",
+        || async {
+            let (status, _) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+            (status == 404).then_some(())
+        },
+    )
+    .await;
+    past(at).await;
+    assert!(recorder.calls().is_empty(), "{:?}", recorder.calls());
+}
+
+async fn a_cancel_before_the_instant_keeps_the_executor_uncalled(backend: Backend) {
+    let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
+    let (at, claimed) = claimed_fire(&app, "cancelled", Duration::from_secs(6)).await;
+    let trace = claimed["traceId"].as_str().unwrap();
+    let (status, body) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "CANCELLED");
+    past(at).await;
+    assert!(recorder.calls().is_empty(), "{:?}", recorder.calls());
+    assert!(
+        recorder.cancels().is_empty(),
+        "nothing to stop at the executor"
+    );
+    let rows = app.executions("cancelled").await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "CANCELLED");
+}
+
+async fn a_stopping_instance_still_calls_what_it_claimed(backend: Backend) {
+    let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
+    let (at, claimed) = claimed_fire(&app, "at-shutdown", Duration::from_secs(5)).await;
+    let store = app.store.clone();
+    // SIGTERM before the instant: the drain (30 s grace) still calls at the instant.
+    app.stop().await;
+    let calls = recorder.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(calls[0].received_at >= at);
+    assert_eq!(calls[0].trace_id(), claimed["traceId"].as_str().unwrap());
+    let row = store
+        .get_execution(calls[0].trace_id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.status, jobflow::jobs::ExecutionStatus::Success);
+}
