@@ -2,7 +2,8 @@
 //! dead instance's half-done work is finished by exactly one survivor. Two cadences:
 //! - every `compensation.recovery_interval_millis` (seconds, not minutes): PENDING rows whose
 //!   holder's lease ran out (`pending_grace_seconds` past their due time: the scheduler died
-//!   or stalled before calling), and RUNNING rows whose scheduler is no longer a member (the
+//!   or stalled before calling) or whose holder left the list half a lease past their due
+//!   time, and RUNNING rows whose scheduler is no longer a member (the
 //!   executor's answer went to a dead process);
 //! - every `compensation.interval_seconds`: RUNNING rows past their job's timeout, and the
 //!   hourly purge of old fire claims.
@@ -186,17 +187,36 @@ impl Compensator {
         Ok(pass)
     }
 
+    /// PENDING rows whose lease ran out, and those of schedulers that left the list once
+    /// the first half of their lease is over: a holder calls without taking the row only
+    /// within that half (a departed holder may still be alive, cut off from discovery, and
+    /// calling), and after it takes the row first, which fails once compensation has it. So a
+    /// fire claimed ahead by an instance killed inside the window is called half a lease after
+    /// its instant.
     async fn pending_expired(&self, pass: &mut Pass) -> Result<(), StoreError> {
+        let now = Utc::now();
         let lease = chrono::Duration::seconds(self.settings.pending_grace_seconds as i64);
-        let before = Utc::now() - lease;
+        let expired = now - lease;
+        let members: HashSet<String> = self.cluster.ring().instances().iter().cloned().collect();
         let mut cursor: Cursor = None;
         let mut probes = JoinSet::new();
         loop {
-            let page = self.store.pending_before(before, cursor, PAGE).await?;
+            let page = self
+                .store
+                .pending_before(now - lease / 2, cursor, PAGE)
+                .await?;
             let Some(last) = page.last() else { break };
             cursor = Some((last.due_time, last.id));
             let full = page.len() == PAGE as usize;
             for exec in page {
+                let still_held = exec.due_time > expired
+                    && exec
+                        .scheduler_instance
+                        .as_ref()
+                        .is_none_or(|s| members.contains(s));
+                if still_held {
+                    continue;
+                }
                 // Resumed rows need a backlog place; without room the rest wait for the next
                 // pass rather than piling up as waiting tasks.
                 let Some(hold) = self.dispatcher.try_reserve(1).pop() else {
