@@ -5,7 +5,9 @@
 #
 # Scale parameters (environment):
 #   BENCH_JOBS="50 300 1000 10000"   jobs on a one-second cron, for the precision runs
-#   BENCH_SECONDS=20                 precision window
+#   BENCH_SECONDS=20                 precision window (each size also runs the floor: the
+#                                    same calls from a process doing nothing else)
+#   BENCH_SECONDS_LARGE=60           precision window from 10,000 jobs up
 #   BENCH_THROUGHPUT_SECONDS=300     sustained-throughput window
 #   BENCH_THROUGHPUT_RATE=1000       executions per second offered (shard_count 1 and 10)
 #   BENCH_BURST=10000                jobs due at one instant
@@ -22,6 +24,7 @@ cd "$(dirname "$0")/.."
 
 JOBS="${BENCH_JOBS:-50 300 1000 10000}"
 SECS="${BENCH_SECONDS:-20}"
+SECS_LARGE="${BENCH_SECONDS_LARGE:-60}"
 TP_SECS="${BENCH_THROUGHPUT_SECONDS:-300}"
 TP_RATE="${BENCH_THROUGHPUT_RATE:-1000}"
 BURST="${BENCH_BURST:-10000}"
@@ -76,9 +79,12 @@ wants() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if wants startup; then run startup --runs 5; fi
 if wants precision; then
     for n in $JOBS; do
-        run precision --jobs "$n" --seconds "$SECS"
-        run peer-tcs --jobs "$n" --seconds "$SECS"
-        run peer-ratchjob --jobs "$n" --seconds "$SECS"
+        secs="$SECS"
+        if [ "$n" -ge 10000 ]; then secs="$SECS_LARGE"; fi
+        run floor --jobs "$n" --seconds "$secs"
+        run precision --jobs "$n" --seconds "$secs"
+        run peer-tcs --jobs "$n" --seconds "$secs"
+        run peer-ratchjob --jobs "$n" --seconds "$secs"
     done
 fi
 if wants throughput; then
@@ -87,7 +93,10 @@ if wants throughput; then
     run peer-ratchjob --jobs "$TP_RATE" --shards 1 --seconds "$TP_SECS"
     run peer-ratchjob --jobs "$((TP_RATE / 10))" --shards 10 --seconds "$TP_SECS"
 fi
-if wants burst; then run burst --jobs "$BURST"; fi
+if wants burst; then
+    run floor --jobs "$BURST" --seconds 5
+    run burst --jobs "$BURST"
+fi
 if wants idle; then
     for n in $IDLE; do run idle --jobs "$n"; done
     run idle --jobs 10000 --distinct

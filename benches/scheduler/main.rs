@@ -11,6 +11,7 @@
 //! cargo bench --bench scheduler -- cluster --instances 3 --strategy rendezvous --jobs 300
 //! cargo bench --bench scheduler -- peer-tcs --jobs 1000
 //! cargo bench --bench scheduler -- peer-ratchjob --jobs 1000 [--shards 10] [--seconds 300]
+//! cargo bench --bench scheduler -- floor --jobs 1000
 //! ```
 //! `--out DIR` appends each result as a CSV line under DIR (the plot script reads them).
 //! `JOBFLOW_TEST_MYSQL_URL` picks the server (default `mysql://root@127.0.0.1:3306`; a
@@ -29,8 +30,11 @@
 //! - peer-tcs: the one-second schedule fired by tokio-cron-scheduler in-process.
 //! - peer-ratchjob: the one-second schedule fired by ratchjob (`cargo install ratchjob`) at an
 //!   XXL-JOB-protocol executor.
+//! - floor: the same calls sent at each second boundary by a process doing nothing else
+//!   (reqwest), the limit every figure is compared with.
 
 mod cluster;
+mod floor;
 #[path = "../../tests/cluster/harness.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -53,6 +57,9 @@ pub struct Args {
     pub instances: usize,
     pub strategy: String,
     pub out: Option<PathBuf>,
+    /// floor-sender: the recorder's address and the first whole second (Unix time).
+    pub target: Option<String>,
+    pub from: Option<i64>,
 }
 
 fn args() -> Args {
@@ -67,6 +74,8 @@ fn args() -> Args {
         instances: 3,
         strategy: "java-hash".into(),
         out: None,
+        target: None,
+        from: None,
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
@@ -80,10 +89,12 @@ fn args() -> Args {
             "--instances" => a.instances = value("--instances").parse().expect("--instances N"),
             "--strategy" => a.strategy = value("--strategy"),
             "--out" => a.out = Some(value("--out").into()),
+            "--target" => a.target = Some(value("--target")),
+            "--from" => a.from = Some(value("--from").parse().expect("--from SECONDS")),
             "--sqlite" => a.sqlite = true,
             "--distinct" => a.distinct = true,
             "precision" | "throughput" | "burst" | "idle" | "startup" | "cluster" | "peer-tcs"
-            | "peer-ratchjob" => a.scenario = arg,
+            | "peer-ratchjob" | "floor" | "floor-sender" => a.scenario = arg,
             other => panic!("unknown argument {other}; see the module docs"),
         }
     }
@@ -106,6 +117,8 @@ async fn main() {
         "cluster" => cluster::run(&a).await,
         "peer-tcs" => peers::tokio_cron_scheduler(&a).await,
         "peer-ratchjob" => peers::ratchjob(&a).await,
+        "floor" => floor::floor(&a).await,
+        "floor-sender" => floor::sender(&a).await,
         _ => unreachable!(),
     }
 }

@@ -16,7 +16,7 @@ use crate::Args;
 use crate::harness::free_port;
 use crate::support::{Call, Calls, DelayStats, own_cpu, proc_usage, record_precision, recorder};
 
-fn print_row(a: &Args, peer: &str, stats: &DelayStats, cpu: f64, rss: f64) {
+pub(crate) fn print_row(a: &Args, peer: &str, stats: &DelayStats, cpu: f64, rss: f64) {
     let expected = a.jobs * a.shards as usize * a.seconds as usize;
     println!(
         "| peer | jobs | shards | executions | expected | lost | doubled | executions/s | p50 delay | p99 delay | max delay | scheduler CPU | RSS |"

@@ -284,7 +284,7 @@ impl Dispatcher {
         };
         let (this, trace) = (self.clone(), exec.trace_id.clone());
         self.tasks.spawn(async move {
-            if let Ok(Applied::No) = this.settler.write(&trace, start).await
+            if let Ok(Applied::No) = this.settler.started(&trace, start).await
                 && let Ok(Some(now)) = this.store.get_execution(&trace).await
                 && now.status == Cancelled
             {

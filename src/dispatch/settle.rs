@@ -13,12 +13,17 @@
 //! and follow the misfire policy. A process that dies with changes queued leaves their rows
 //! PENDING or RUNNING, and compensation settles them from what the executor remembers.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::store::{Applied, Store, Transition};
+
+/// How long a RUNNING change may wait for its row's result, so that a call answered within
+/// it costs one row update instead of two.
+const START_DEFERRAL: Duration = Duration::from_millis(200);
 
 /// At most this many changes share one transaction.
 const MAX_BATCH: usize = 256;
@@ -43,6 +48,8 @@ pub struct WriterStopped;
 
 pub struct Settler {
     queue: mpsc::Sender<(String, Transition, Reply)>,
+    /// RUNNING changes waiting for their row's result (see [`Settler::started`]).
+    deferred: Arc<Mutex<HashMap<String, (Transition, Reply)>>>,
 }
 
 impl Settler {
@@ -68,16 +75,65 @@ impl Settler {
             // Let the batches in flight finish before the task ends.
             let _ = writers.acquire_many(CONCURRENT_BATCHES as u32).await;
         });
-        Self { queue }
+        let deferred: Arc<Mutex<HashMap<String, (Transition, Reply)>>> = Arc::default();
+        // Flushes the deferred changes; ends with the settler (it holds no sender of its own).
+        let (due, sink) = (deferred.clone(), queue.downgrade());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(START_DEFERRAL).await;
+                let Some(sink) = sink.upgrade() else { return };
+                let waiting: Vec<_> = due.lock().expect("deferred lock").drain().collect();
+                for (trace, (t, reply)) in waiting {
+                    if sink.send((trace, t, reply)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Self { queue, deferred }
     }
 
-    /// Applies `t` to row `trace_id` with the next batch.
+    /// Applies `t` to row `trace_id` with the next batch. A RUNNING change still deferred
+    /// for the row is folded into this one (written together, in one row update).
     pub async fn write(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
+        let started = self
+            .deferred
+            .lock()
+            .expect("deferred lock")
+            .remove(trace_id);
         let (reply, answer) = oneshot::channel();
+        let t = match &started {
+            Some((start, _)) => Transition {
+                executor_instance: t.executor_instance.or(start.executor_instance.clone()),
+                start_time: t.start_time.or(start.start_time),
+                ..t
+            },
+            None => t,
+        };
         self.queue
             .send((trace_id.to_string(), t, reply))
             .await
             .map_err(|_| WriterStopped)?;
+        let applied = answer.await.map_err(|_| WriterStopped)?;
+        if let Some((_, start_reply)) = started {
+            let _ = start_reply.send(match applied {
+                Applied::Yes(_) => Applied::Yes(None),
+                Applied::No => Applied::No,
+            });
+        }
+        Ok(applied)
+    }
+
+    /// Applies `t`, a PENDING → RUNNING change after a call went out, within
+    /// `START_DEFERRAL`: if the row's result comes first, both are written as one update.
+    /// RUNNING only tells compensation and readers that the call left, and the lease leaves
+    /// seconds for that.
+    pub async fn started(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
+        let (reply, answer) = oneshot::channel();
+        self.deferred
+            .lock()
+            .expect("deferred lock")
+            .insert(trace_id.to_string(), (t, reply));
         answer.await.map_err(|_| WriterStopped)
     }
 }

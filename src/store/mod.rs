@@ -243,6 +243,48 @@ pub struct Activity {
 /// How many recent cron starts [`Store::activity_since`] returns.
 pub const ACTIVITY_DELAY_SAMPLE: i64 = 100;
 
+/// The winning moves of a batch, one per row: a row that moves more than once ends in its
+/// last move's status, and each column takes the last value any of its moves set (what
+/// applying them one by one would leave). Guards and retries play no part in setting.
+pub fn fold_moves(winners: &[&(String, Transition)]) -> Vec<(String, Transition)> {
+    let mut order: Vec<(String, Transition)> = Vec::with_capacity(winners.len());
+    let mut at: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(winners.len());
+    for (trace, t) in winners.iter().map(|w| (&w.0, &w.1)) {
+        let next = Transition {
+            from: t.from,
+            to: t.to,
+            held_by: None,
+            hand_to: t.hand_to.clone(),
+            executor_instance: t.executor_instance.clone(),
+            start_time: t.start_time,
+            finish_time: t.finish_time,
+            duration_ms: t.duration_ms,
+            result_message: t.result_message.clone(),
+            error_message: t.error_message.clone(),
+            retry: None,
+        };
+        match at.get(trace.as_str()) {
+            Some(&i) => {
+                let prev = &mut order[i].1;
+                prev.to = next.to;
+                prev.hand_to = next.hand_to.or(prev.hand_to.take());
+                prev.executor_instance = next.executor_instance.or(prev.executor_instance.take());
+                prev.start_time = next.start_time.or(prev.start_time);
+                prev.finish_time = next.finish_time.or(prev.finish_time);
+                prev.duration_ms = next.duration_ms.or(prev.duration_ms);
+                prev.result_message = next.result_message.or(prev.result_message.take());
+                prev.error_message = next.error_message.or(prev.error_message.take());
+            }
+            None => {
+                at.insert(trace.as_str(), order.len());
+                order.push((trace.clone(), next));
+            }
+        }
+    }
+    order
+}
+
 /// What one transition of a batch came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Applied {
@@ -461,4 +503,41 @@ impl StoreError {
 pub(crate) fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::SubsecRound;
     t.trunc_subsecs(3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ExecutionStatus::{Pending, Running, Success};
+
+    #[test]
+    fn a_row_that_moves_twice_in_a_batch_is_set_once_with_both_moves_columns() {
+        let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let started = (
+            "a".to_string(),
+            Transition {
+                executor_instance: Some("10.0.0.1:8080".into()),
+                start_time: Some(at),
+                ..Transition::to(&[Pending], Running)
+            },
+        );
+        let other = ("b".to_string(), Transition::to(&[Pending], Running));
+        let finished = (
+            "a".to_string(),
+            Transition {
+                finish_time: Some(at),
+                result_message: Some("done".into()),
+                ..Transition::to(&[Pending, Running], Success)
+            },
+        );
+        let folded = fold_moves(&[&started, &other, &finished]);
+        assert_eq!(folded.len(), 2);
+        let (trace, a) = &folded[0];
+        assert_eq!(trace, "a");
+        assert_eq!(a.to, Success);
+        assert_eq!(a.executor_instance.as_deref(), Some("10.0.0.1:8080"));
+        assert_eq!((a.start_time, a.finish_time), (Some(at), Some(at)));
+        assert_eq!(a.result_message.as_deref(), Some("done"));
+        assert_eq!((folded[1].0.as_str(), folded[1].1.to), ("b", Running));
+    }
 }

@@ -819,17 +819,12 @@ macro_rules! sql_store {
                         winners.push(item);
                     }
                 }
-                // Set: one statement for all winners; a row moving twice in one batch (rare)
-                // takes one statement per move instead.
-                let distinct: std::collections::HashSet<&str> = winners.iter().map(|(t, _)| t.as_str()).collect();
-                if distinct.len() < winners.len() {
-                    for (trace, t) in &winners {
-                        Self::transition_query(trace, t).build().execute(&mut *tx).await?;
-                    }
-                } else {
-                    for chunk in winners.chunks($crate::store::MULTI_ROW / 2) {
-                        Self::set_many(chunk).build().execute(&mut *tx).await?;
-                    }
+                // Set: one statement for all winners, a row that moves more than once in the
+                // batch (RUNNING, then its result) with its moves folded into one.
+                let merged = $crate::store::fold_moves(&winners);
+                let merged: Vec<&(String, $crate::store::Transition)> = merged.iter().collect();
+                for chunk in merged.chunks($crate::store::MULTI_ROW / 2) {
+                    Self::set_many(chunk).build().execute(&mut *tx).await?;
                 }
                 let all: Vec<&(String, $crate::store::Transition)> = batch.iter().collect();
                 Self::insert_retries(&mut tx, &all, &mut applied).await?;
