@@ -13,8 +13,12 @@
 #   BENCH_BURST=10000                jobs due at one instant
 #   BENCH_IDLE="0 10000 100000"      idle instance sizes (10,000 is also run with distinct crons)
 #   BENCH_CLUSTER="3 5"              cluster sizes before the join
+#   BENCH_RETENTION_ROWS=10000000    executions older than the window, purged under load
+#   BENCH_RETENTION_JOBS=1000        one-second jobs running meanwhile (executions per second)
+#   BENCH_RETENTION_SECONDS=60       length of each retention-off / retention-on window
+#   BENCH_RETENTION_PAIRS=3          alternating off/on window pairs before the purge runs alone
 #   BENCH_ONLY="precision cluster"   run only these groups (startup precision throughput burst
-#                                    idle cluster)
+#                                    idle cluster retention)
 # Results: target/bench-results/<UTC time>/ (results.md and CSVs), plot: docs/benchmarks.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +34,11 @@ TP_RATE="${BENCH_THROUGHPUT_RATE:-1000}"
 BURST="${BENCH_BURST:-10000}"
 IDLE="${BENCH_IDLE:-0 10000 100000}"
 CLUSTER="${BENCH_CLUSTER:-3 5}"
-ONLY="${BENCH_ONLY:-startup precision throughput burst idle cluster}"
+RET_ROWS="${BENCH_RETENTION_ROWS:-10000000}"
+RET_JOBS="${BENCH_RETENTION_JOBS:-1000}"
+RET_SECS="${BENCH_RETENTION_SECONDS:-60}"
+RET_PAIRS="${BENCH_RETENTION_PAIRS:-3}"
+ONLY="${BENCH_ONLY:-startup precision throughput burst idle cluster retention}"
 
 ensure_mariadb
 ensure_rnacos
@@ -105,6 +113,10 @@ if wants cluster; then
     for m in $CLUSTER; do
         for s in java-hash rendezvous; do run cluster --instances "$m" --strategy "$s" --jobs 300; done
     done
+fi
+if wants retention; then
+    echo "load before the retention run: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$results"
+    run retention --rows "$RET_ROWS" --jobs "$RET_JOBS" --seconds "$RET_SECS" --pairs "$RET_PAIRS"
 fi
 
 "$VENV/bin/python" scripts/plot-bench.py "$out" docs/benchmarks.png

@@ -1,7 +1,11 @@
 //! History retention (SPEC §13 `[retention]`): executions older than `execution_days`, and
 //! those of a job beyond its newest `max_executions_per_job`, are deleted by the compensation
 //! leader (the first instance of the sorted list, so one instance purges at a time), in
-//! chunks of `chunk_size` rows along an index so no statement holds many locks or much undo.
+//! chunks of `chunk_size` rows along an index so no statement holds many locks or much undo,
+//! resting `pause_factor` times as long as each chunk took before the next one. Without the
+//! rest, a backlog of millions of rows purged back to back took a full core of the database
+//! and raised the delay of the executions running meanwhile tenfold (docs/benchmarks.md,
+//! "Retention").
 //!
 //! Only final executions are deleted: a PENDING or RUNNING row, however old, is left for
 //! compensation to settle. Rows of deleted jobs age out by `execution_days`; the per-job cap
@@ -20,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::ConfigError;
 use crate::discovery::Discovery;
 use crate::engine::ClusterState;
-use crate::store::{Store, StoreError};
+use crate::store::{PurgePace, Store, StoreError};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -33,6 +37,10 @@ pub struct RetentionSettings {
     pub interval_seconds: NonZeroU64,
     /// Rows per DELETE statement.
     pub chunk_size: NonZeroU32,
+    /// After each chunk the purge rests this many times as long as the chunk took, so it
+    /// holds the database at most 1 / (1 + factor) of the time and slows down by itself when
+    /// the database is busy; 0 purges back to back.
+    pub pause_factor: u32,
 }
 
 impl Default for RetentionSettings {
@@ -42,6 +50,7 @@ impl Default for RetentionSettings {
             max_executions_per_job: 0,
             interval_seconds: NonZeroU64::new(600).expect("non-zero"),
             chunk_size: NonZeroU32::new(1000).expect("non-zero"),
+            pause_factor: 4,
         }
     }
 }
@@ -50,6 +59,8 @@ impl Default for RetentionSettings {
 /// typo, and its cutoff could leave the range of a timestamp.
 const MAX_DAYS: u32 = 36_500;
 const MAX_CHUNK: u32 = 100_000;
+/// A rest a hundred times the work purges too slowly to keep up with any real load.
+const MAX_PAUSE_FACTOR: u32 = 100;
 
 impl RetentionSettings {
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -63,6 +74,12 @@ impl RetentionSettings {
             return Err(ConfigError::Invalid {
                 key: "retention.chunk_size".into(),
                 message: format!("must be between 1 and {MAX_CHUNK}"),
+            });
+        }
+        if self.pause_factor > MAX_PAUSE_FACTOR {
+            return Err(ConfigError::Invalid {
+                key: "retention.pause_factor".into(),
+                message: format!("must be at most {MAX_PAUSE_FACTOR} (0 purges back to back)"),
             });
         }
         Ok(())
@@ -133,23 +150,59 @@ impl Retention {
 
     /// One pass: the age window, then the per-job cap.
     pub async fn pass(&self) -> Result<Purged, StoreError> {
-        let chunk = self.settings.chunk_size.get();
+        let pace = PurgePace {
+            chunk: self.settings.chunk_size.get(),
+            pause_factor: self.settings.pause_factor,
+        };
         let mut purged = Purged::default();
         if self.settings.execution_days > 0 {
             let cutoff = Utc::now() - chrono::Duration::days(self.settings.execution_days.into());
-            purged.by_age = self.store.purge_executions_before(cutoff, chunk).await?;
+            purged.by_age = self.store.purge_executions_before(cutoff, pace).await?;
             metrics::counter!("retention_purged_executions_total", "reason" => "age")
                 .increment(purged.by_age);
         }
         let keep = self.settings.max_executions_per_job;
         if keep > 0 {
             for job in self.store.job_names().await? {
-                let n = self.store.cap_job_executions(&job, keep, chunk).await?;
+                let n = self.store.cap_job_executions(&job, keep, pace).await?;
                 metrics::counter!("retention_purged_executions_total", "reason" => "per_job_cap")
                     .increment(n);
                 purged.by_cap += n;
             }
         }
         Ok(purged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_purge_rests_by_default_and_the_rest_is_bounded() {
+        let s = RetentionSettings::default();
+        assert_eq!(s.pause_factor, 4);
+        assert!(s.validate().is_ok());
+        let pace = PurgePace {
+            chunk: s.chunk_size.get(),
+            pause_factor: s.pause_factor,
+        };
+        assert_eq!(
+            pace.pause_after(Duration::from_millis(30)),
+            Duration::from_millis(120)
+        );
+        assert_eq!(
+            PurgePace::unpaused(10).pause_after(Duration::from_secs(1)),
+            Duration::ZERO
+        );
+        let too_slow = RetentionSettings {
+            pause_factor: MAX_PAUSE_FACTOR + 1,
+            ..RetentionSettings::default()
+        };
+        assert!(
+            matches!(too_slow.validate(), Err(ConfigError::Invalid { key, .. }) if key == "retention.pause_factor")
+        );
     }
 }

@@ -12,6 +12,7 @@
 //! cargo bench --bench scheduler -- peer-tcs --jobs 1000
 //! cargo bench --bench scheduler -- peer-ratchjob --jobs 1000 [--shards 10] [--seconds 300]
 //! cargo bench --bench scheduler -- floor --jobs 1000
+//! cargo bench --bench scheduler -- retention --rows 10000000 --jobs 1000 --seconds 60 --pairs 3
 //! ```
 //! `--out DIR` appends each result as a CSV line under DIR (the plot script reads them).
 //! `JOBFLOW_TEST_MYSQL_URL` picks the server (default `mysql://root@127.0.0.1:3306`; a
@@ -28,6 +29,9 @@
 //! - cluster: M instances on rnacos: the share of jobs changing owner when one joins, and
 //!   the takeover after `kill -9` of one.
 //! - peer-tcs: the one-second schedule fired by tokio-cron-scheduler in-process.
+//! - retention: a table of `--rows` executions older than the retention window, purged
+//!   while `--jobs` one-second jobs run; their delay with retention off and on, in
+//!   alternating windows, and the purge's rate and duration (MySQL/MariaDB only).
 //! - peer-ratchjob: the one-second schedule fired by ratchjob (`cargo install ratchjob`) at an
 //!   XXL-JOB-protocol executor.
 //! - floor: the same calls sent at each second boundary by a process doing nothing else
@@ -39,6 +43,7 @@ mod floor;
 #[allow(dead_code)]
 mod harness;
 mod peers;
+mod retention;
 mod single;
 mod support;
 
@@ -60,6 +65,12 @@ pub struct Args {
     /// floor-sender: the recorder's address and the first whole second (Unix time).
     pub target: Option<String>,
     pub from: Option<i64>,
+    /// retention: rows older than the window in the table at the start.
+    pub rows: u64,
+    /// retention: A/B window pairs before B runs on alone until the purge is done.
+    pub pairs: usize,
+    /// retention: at most this long with the purge running.
+    pub max_seconds: u64,
 }
 
 fn args() -> Args {
@@ -76,6 +87,9 @@ fn args() -> Args {
         out: None,
         target: None,
         from: None,
+        rows: 10_000_000,
+        pairs: 3,
+        max_seconds: 3600,
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
@@ -91,16 +105,22 @@ fn args() -> Args {
             "--out" => a.out = Some(value("--out").into()),
             "--target" => a.target = Some(value("--target")),
             "--from" => a.from = Some(value("--from").parse().expect("--from SECONDS")),
+            "--rows" => a.rows = value("--rows").parse().expect("--rows N"),
+            "--pairs" => a.pairs = value("--pairs").parse().expect("--pairs N"),
+            "--max-seconds" => {
+                a.max_seconds = value("--max-seconds").parse().expect("--max-seconds N")
+            }
             "--sqlite" => a.sqlite = true,
             "--distinct" => a.distinct = true,
             "precision" | "throughput" | "burst" | "idle" | "startup" | "cluster" | "peer-tcs"
-            | "peer-ratchjob" | "floor" | "floor-sender" => a.scenario = arg,
+            | "peer-ratchjob" | "floor" | "floor-sender" | "retention" => a.scenario = arg,
             other => panic!("unknown argument {other}; see the module docs"),
         }
     }
     a.seconds = seconds.unwrap_or(match a.scenario.as_str() {
         "throughput" => 300,
         "idle" | "burst" => 30,
+        "retention" => 60,
         _ => 20,
     });
     a
@@ -119,6 +139,7 @@ async fn main() {
         "peer-ratchjob" => peers::ratchjob(&a).await,
         "floor" => floor::floor(&a).await,
         "floor-sender" => floor::sender(&a).await,
+        "retention" => retention::run(&a).await,
         _ => unreachable!(),
     }
 }

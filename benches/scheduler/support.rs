@@ -137,6 +137,11 @@ pub struct Jobflow {
 impl Jobflow {
     /// Standalone, with `executors` as the static instances of service `bench`.
     pub fn start(db: &str, executors: &[String]) -> Self {
+        Self::start_with(db, executors, &[])
+    }
+
+    /// As [`Jobflow::start`], with extra `JOBFLOW__…` settings (e.g. `[retention]`).
+    pub fn start_with(db: &str, executors: &[String], settings: &[(&str, String)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("bench.toml");
         let list = executors
@@ -158,6 +163,7 @@ impl Jobflow {
             .env("JOBFLOW__SERVER__PORT", "0")
             .env("JOBFLOW__LOG__FORMAT", "json")
             .env("JOBFLOW__LOG__LEVEL", "warn,jobflow::app=info")
+            .envs(settings.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .spawn()
             .expect("start jobflow");

@@ -229,6 +229,33 @@ impl Transition {
 }
 
 /// Executions triggered in a window, counted through the `(status, trigger_time)` index.
+/// How a retention purge walks the table: rows per DELETE, and a rest after each one so the
+/// purge takes a bounded share of the database from the executions running beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PurgePace {
+    /// Rows per DELETE statement (at least 1).
+    pub chunk: u32,
+    /// After each chunk the purge sleeps this many times as long as the chunk took: with
+    /// 4 it holds a connection at most a fifth of the time, and it slows down by itself
+    /// when the database is busy. 0 purges back to back.
+    pub pause_factor: u32,
+}
+
+impl PurgePace {
+    /// Back to back, `chunk` rows per statement.
+    pub fn unpaused(chunk: u32) -> Self {
+        Self {
+            chunk,
+            pause_factor: 0,
+        }
+    }
+
+    /// The rest after a chunk that took `took`.
+    pub fn pause_after(&self, took: std::time::Duration) -> std::time::Duration {
+        took.saturating_mul(self.pause_factor)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Activity {
     /// Distinct `(job, fire_time)` of first attempts: fires, whatever their shard count.
@@ -434,16 +461,20 @@ pub trait Store: Send + Sync + 'static {
     async fn activity_since(&self, since: DateTime<Utc>) -> Result<Activity, StoreError>;
 
     /// Retention: deletes final executions (not PENDING or RUNNING) triggered before
-    /// `before`, `chunk` rows per statement along the trigger_time index; the number deleted.
+    /// `before`, chunk by chunk along the trigger_time index as `pace` says; the number deleted.
     async fn purge_executions_before(
         &self,
         before: DateTime<Utc>,
-        chunk: u32,
+        pace: PurgePace,
     ) -> Result<u64, StoreError>;
     /// Retention: deletes the final executions of `job` beyond its newest `keep` (by
-    /// trigger time, then id), `chunk` rows per statement along (job_name, trigger_time).
-    async fn cap_job_executions(&self, job: &str, keep: u32, chunk: u32)
-    -> Result<u64, StoreError>;
+    /// trigger time, then id), chunk by chunk along (job_name, trigger_time) as `pace` says.
+    async fn cap_job_executions(
+        &self,
+        job: &str,
+        keep: u32,
+        pace: PurgePace,
+    ) -> Result<u64, StoreError>;
     /// The names of every job, sorted.
     async fn job_names(&self) -> Result<Vec<String>, StoreError>;
 }

@@ -928,16 +928,16 @@ macro_rules! sql_store {
             async fn purge_executions_before(
                 &self,
                 before: chrono::DateTime<chrono::Utc>,
-                chunk: u32,
+                pace: $crate::store::PurgePace,
             ) -> Result<u64, $crate::store::StoreError> {
-                self.purge_in_chunks(None, before, chunk).await
+                self.purge_in_chunks(None, before, pace).await
             }
 
             async fn cap_job_executions(
                 &self,
                 job: &str,
                 keep: u32,
-                chunk: u32,
+                pace: $crate::store::PurgePace,
             ) -> Result<u64, $crate::store::StoreError> {
                 // The newest row beyond the `keep` newest: it and everything older goes.
                 let first_gone: Option<(chrono::DateTime<chrono::Utc>, i64)> = sqlx::query_as(
@@ -951,7 +951,7 @@ macro_rules! sql_store {
                     return Ok(0);
                 };
                 // Everything up to (t, id) inclusive: strictly before (t, id + 1).
-                self.purge_in_chunks(Some((job, id + 1)), t, chunk).await
+                self.purge_in_chunks(Some((job, id + 1)), t, pace).await
             }
 
             async fn job_names(&self) -> Result<Vec<String>, $crate::store::StoreError> {
@@ -961,18 +961,19 @@ macro_rules! sql_store {
 
         impl $store {
             /// Deletes final rows ordered before (`before`, `before_id`) in (trigger_time, id)
-            /// order, of one job when `job` is given, `chunk` at a time. A keyset cursor walks
-            /// the index, so rows that stay (PENDING, RUNNING) are passed over once, not
-            /// rescanned by every chunk. `before_id` None means "trigger_time < before".
+            /// order, of one job when `job` is given, `pace.chunk` at a time with `pace`'s rest
+            /// after each. A keyset cursor walks the index, so rows that stay (PENDING,
+            /// RUNNING) are passed over once, not rescanned by every chunk. `before_id` None
+            /// means "trigger_time < before".
             async fn purge_in_chunks(
                 &self,
                 job: Option<(&str, i64)>,
                 before: chrono::DateTime<chrono::Utc>,
-                chunk: u32,
+                pace: $crate::store::PurgePace,
             ) -> Result<u64, $crate::store::StoreError> {
                 type Key = (chrono::DateTime<chrono::Utc>, i64);
                 let before = $crate::store::ms(before);
-                let chunk = chunk.max(1);
+                let chunk = pace.chunk.max(1);
                 // The range being purged, and the cursor: rows after `from` only.
                 let range = |qb: &mut sqlx::QueryBuilder<$db>, from: Option<Key>| {
                     match job {
@@ -993,6 +994,7 @@ macro_rules! sql_store {
                 let mut from: Option<Key> = None;
                 let mut purged = 0;
                 loop {
+                    let started = std::time::Instant::now();
                     let mut q = sqlx::QueryBuilder::<$db>::new("SELECT trigger_time, id FROM job_execution WHERE");
                     range(&mut q, from);
                     q.push(" ORDER BY trigger_time, id LIMIT 1 OFFSET ").push_bind(chunk as i64 - 1);
@@ -1014,6 +1016,7 @@ macro_rules! sql_store {
                         Some(b) => from = Some(b),
                         None => return Ok(purged),
                     }
+                    tokio::time::sleep(pace.pause_after(started.elapsed())).await;
                 }
             }
         }

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use jobflow::jobs::{ExecutionStatus, NewExecution, TriggerType, new_trace_id};
-use jobflow::store::{self, PageRequest, Store};
+use jobflow::store::{self, PageRequest, PurgePace, Store};
 
 use crate::helpers::{Backend, TestApp, TestDb, backend_tests, base_settings, eventually, job};
 
 backend_tests!(
     purge_by_age_spares_young_and_unfinished_rows,
     cap_keeps_the_newest_per_job,
+    a_paced_purge_deletes_the_same_rows,
     the_leader_purges_a_running_instance,
 );
 
@@ -81,7 +82,12 @@ async fn purge_by_age_spares_young_and_unfinished_rows(backend: Backend) {
 
     // Older than 9.5 hours: i = 10..=19 and the twin of 14, less the two unfinished ones.
     let cutoff = base() - chrono::Duration::minutes(570);
-    assert_eq!(s.purge_executions_before(cutoff, 3).await.unwrap(), 9);
+    assert_eq!(
+        s.purge_executions_before(cutoff, PurgePace::unpaused(3))
+            .await
+            .unwrap(),
+        9
+    );
     let mut left = ids(s.as_ref(), "aged").await;
     left.sort();
     let mut want: Vec<String> = (0..10)
@@ -90,13 +96,26 @@ async fn purge_by_age_spares_young_and_unfinished_rows(backend: Backend) {
         .collect();
     want.sort();
     assert_eq!(left, want);
-    assert_eq!(s.purge_executions_before(cutoff, 3).await.unwrap(), 0);
-    // One chunk larger than everything, and a chunk of one, agree.
-    assert_eq!(s.purge_executions_before(hours(5), 1).await.unwrap(), 4);
     assert_eq!(
-        s.purge_executions_before(base() + chrono::Duration::hours(1), 1000)
+        s.purge_executions_before(cutoff, PurgePace::unpaused(3))
             .await
             .unwrap(),
+        0
+    );
+    // One chunk larger than everything, and a chunk of one, agree.
+    assert_eq!(
+        s.purge_executions_before(hours(5), PurgePace::unpaused(1))
+            .await
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        s.purge_executions_before(
+            base() + chrono::Duration::hours(1),
+            PurgePace::unpaused(1000)
+        )
+        .await
+        .unwrap(),
         6
     );
     assert_eq!(
@@ -122,21 +141,76 @@ async fn cap_keeps_the_newest_per_job(backend: Backend) {
     s.record_fire(None, &rows).await.unwrap();
     s.record_fire(None, &other).await.unwrap();
 
-    assert_eq!(s.cap_job_executions("capped", 4, 2).await.unwrap(), 7);
+    assert_eq!(
+        s.cap_job_executions("capped", 4, PurgePace::unpaused(2))
+            .await
+            .unwrap(),
+        7
+    );
     assert_eq!(
         ids(s.as_ref(), "capped").await,
         ["capped:0", "capped:1", "capped:2", "capped:33", "capped:50"]
     );
-    assert_eq!(s.cap_job_executions("capped", 4, 2).await.unwrap(), 0);
+    assert_eq!(
+        s.cap_job_executions("capped", 4, PurgePace::unpaused(2))
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(
         ids(s.as_ref(), "other").await.len(),
         6,
         "other jobs untouched"
     );
-    assert_eq!(s.cap_job_executions("other", 6, 2).await.unwrap(), 0);
-    assert_eq!(s.cap_job_executions("other", 1, 1000).await.unwrap(), 5);
+    assert_eq!(
+        s.cap_job_executions("other", 6, PurgePace::unpaused(2))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        s.cap_job_executions("other", 1, PurgePace::unpaused(1000))
+            .await
+            .unwrap(),
+        5
+    );
     assert_eq!(ids(s.as_ref(), "other").await, ["other:0"]);
-    assert_eq!(s.cap_job_executions("missing", 1, 10).await.unwrap(), 0);
+    assert_eq!(
+        s.cap_job_executions("missing", 1, PurgePace::unpaused(10))
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+/// The rests between chunks change when rows go, not which: the same rows as back to back.
+async fn a_paced_purge_deletes_the_same_rows(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let rows: Vec<NewExecution> = (0..7)
+        .map(|i| {
+            let status = if i == 4 {
+                ExecutionStatus::Running
+            } else {
+                ExecutionStatus::Success
+            };
+            row(
+                "paced",
+                i,
+                base() - chrono::Duration::minutes(i as i64),
+                status,
+            )
+        })
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let pace = PurgePace {
+        chunk: 2,
+        pause_factor: 20,
+    };
+    // Three chunks with a bound (rows 6-5, 4-3, 2-1), each followed by a rest, then one
+    // that finds nothing left.
+    assert_eq!(s.purge_executions_before(base(), pace).await.unwrap(), 5);
+    assert_eq!(ids(s.as_ref(), "paced").await, ["paced:0", "paced:4"]);
+    assert_eq!(s.purge_executions_before(base(), pace).await.unwrap(), 0);
 }
 
 fn purged(reason: &str) -> u64 {
