@@ -117,9 +117,18 @@ impl Dispatcher {
         use tracing::Instrument;
         let span = tracing::info_span!("execution", trace_id = %exec.trace_id, job_name = %exec.job_name, execution_id = %exec.execution_id);
         let this = self.clone();
+        let trace = exec.trace_id.clone();
+        self.attempting
+            .lock()
+            .expect("attempting lock")
+            .insert(trace.clone());
         self.tasks.spawn(
             async move {
                 this.attempt(job, exec, lease, &hold).await;
+                this.attempting
+                    .lock()
+                    .expect("attempting lock")
+                    .remove(&trace);
                 drop(hold);
             }
             .instrument(span),

@@ -116,6 +116,9 @@ pub struct Dispatcher {
     stopping: CancellationToken,
     /// When the drain on shutdown gives up: fires due before it are still called.
     drain_deadline: std::sync::OnceLock<DateTime<Utc>>,
+    /// Trace ids of the rows this instance has an attempt at right now: compensation leaves
+    /// them alone even when their lease ran out (a slow call whose RUNNING is not written yet).
+    attempting: Mutex<std::collections::HashSet<String>>,
     /// Fires claimed ahead of their instant, and whether their launcher runs.
     waiting: ahead::Waiting,
     launcher: std::sync::Once,
@@ -164,6 +167,7 @@ impl Dispatcher {
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
             drain_deadline: std::sync::OnceLock::new(),
+            attempting: Mutex::default(),
             waiting: ahead::Waiting::default(),
             launcher: std::sync::Once::new(),
             missed: Mutex::default(),

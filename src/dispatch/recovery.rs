@@ -49,6 +49,16 @@ impl Dispatcher {
         exec: Execution,
         hold: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<Recovery, StoreError> {
+        if exec.scheduler_instance.as_deref() == Some(self.instance_id())
+            && self
+                .attempting
+                .lock()
+                .expect("attempting lock")
+                .contains(&exec.trace_id)
+        {
+            // Ours, and its attempt is still going (a slow call, RUNNING not written yet).
+            return Ok(Recovery::Raced);
+        }
         let Some(job) = self.store.get_job(&exec.job_name).await?.map(Arc::new) else {
             let gone = Transition {
                 error_message: Some(
