@@ -65,6 +65,9 @@ pub struct Verdict {
     /// The trigger type of the retry this verdict earns: RETRY, or COMPENSATION when
     /// compensation reached the verdict.
     pub retry_as: TriggerType,
+    /// The executor that gave it, written with it: its RUNNING (which also names it) may be
+    /// decided after the verdict when both are in concurrent batches.
+    pub executor: Option<String>,
 }
 
 impl Verdict {
@@ -74,6 +77,7 @@ impl Verdict {
             message: None,
             error: Some(error),
             retry_as: TriggerType::Retry,
+            executor: None,
         }
     }
 
@@ -84,6 +88,7 @@ impl Verdict {
                 message,
                 error: None,
                 retry_as: TriggerType::Retry,
+                executor: None,
             }
         } else {
             Self {
@@ -91,6 +96,7 @@ impl Verdict {
                 message: None,
                 error: Some(message.unwrap_or_else(|| format!("{status} (told by the executor)"))),
                 retry_as: TriggerType::Retry,
+                executor: None,
             }
         }
     }
@@ -254,6 +260,7 @@ impl Dispatcher {
                         message,
                         error,
                         retry_as: TriggerType::Retry,
+                        executor: Some(instance.addr.to_string()),
                     });
                     break;
                 }
@@ -347,6 +354,7 @@ impl Dispatcher {
                     message: None,
                     error: Some(format!("{why}; {how}")),
                     retry_as: TriggerType::Retry,
+                    executor: Some(instance.addr.to_string()),
                 };
                 self.settle(
                     Some(job),
@@ -435,6 +443,7 @@ impl Dispatcher {
         let started = started.or(exec.start_time);
         let duration_ms = started.map(|s| (now - s).num_milliseconds().max(0));
         let t = Transition {
+            executor_instance: verdict.executor.clone(),
             finish_time: Some(now),
             duration_ms,
             result_message: verdict.message,

@@ -160,6 +160,7 @@ impl Dispatcher {
                             "past the job's timeout; the executor stopped it on request".into(),
                         ),
                         retry_as: crate::jobs::TriggerType::Retry,
+                        executor: None,
                     }
                 } else {
                     Verdict::from_probe(status, message)
@@ -231,6 +232,7 @@ impl Dispatcher {
             message: None,
             error: Some(why.to_string()),
             retry_as: crate::jobs::TriggerType::Retry,
+            executor: None,
         }
         .by_compensation();
         if self
