@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 use jobflow::jobs::{DocumentFormat, JobDocument, JobRequest, JobSpec, TimeZoneName};
-use jobflow::store::{self, DocumentApply, JobChanges, Store, TOMBSTONE_KEEP_SECONDS};
+use jobflow::store::{DocumentApply, JobChanges, Store, TOMBSTONE_KEEP_SECONDS};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, TestDb, backend_tests, base_settings};
+use crate::helpers::{Backend, TestApp, TestDb, backend_tests, open_store as open};
 use crate::wait::eventually;
 
 backend_tests!(
@@ -22,15 +22,6 @@ backend_tests!(
     an_engine_applies_edits_disables_and_deletes_from_the_log,
     an_engine_behind_a_pruned_log_reads_every_job_again,
 );
-
-async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
-    let db = TestDb::create(backend).await;
-    let s = store::connect(&base_settings(&db.url).database)
-        .await
-        .unwrap();
-    s.migrate().await.unwrap();
-    (db, s)
-}
 
 fn spec(name: &str, cron: &str) -> JobSpec {
     let req: JobRequest = serde_json::from_value(
@@ -221,7 +212,8 @@ async fn wait_owned(app: &TestApp, n: usize, what: &str) {
     .await;
 }
 
-async fn an_engine_applies_edits_disables_and_deletes_from_the_log(backend: Backend) {
+/// An instance scheduling x, y and z (created through its API; once a year).
+async fn three_jobs_scheduled(backend: Backend) -> TestApp {
     let db = Arc::new(TestDb::create(backend).await);
     let app = TestApp::spawn_with(db, |_| {}).await;
     for name in ["x", "y", "z"] {
@@ -234,6 +226,11 @@ async fn an_engine_applies_edits_disables_and_deletes_from_the_log(backend: Back
         assert_eq!(status, 201, "{body}");
     }
     wait_owned(&app, 3, "three jobs scheduled").await;
+    app
+}
+
+async fn an_engine_applies_edits_disables_and_deletes_from_the_log(backend: Backend) {
+    let app = three_jobs_scheduled(backend).await;
     // Written straight into the database, as another instance's API would.
     let s = &app.store;
     s.set_job_enabled("x", false, None, Utc::now())
@@ -257,18 +254,7 @@ async fn an_engine_applies_edits_disables_and_deletes_from_the_log(backend: Back
 }
 
 async fn an_engine_behind_a_pruned_log_reads_every_job_again(backend: Backend) {
-    let db = Arc::new(TestDb::create(backend).await);
-    let app = TestApp::spawn_with(db, |_| {}).await;
-    for name in ["x", "y", "z"] {
-        let (status, body) = app
-            .post(
-                "/api/v1/jobs",
-                &json!({"name": name, "serviceName": "s", "handler": "h", "cron": "0 0 3 1 1 ?"}),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-    }
-    wait_owned(&app, 3, "three jobs scheduled").await;
+    let app = three_jobs_scheduled(backend).await;
     // Two deletions a tombstone lifetime apart, (almost always) between two polls of the
     // engine: the second prunes the first's tombstone, so the log cannot say that x is gone.
     let now = Utc::now();
