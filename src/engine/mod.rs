@@ -311,10 +311,18 @@ impl Engine {
             self.jobs.replace(ByName(job));
         }
         let now = Utc::now();
+        // A gained job's last fire matters only when it has an instant since it was enabled
+        // (only then can another instance have fired it): a job just created or enabled has
+        // none, so a mass import reads no fires at all.
         let gaining: Vec<&str> = owned
             .iter()
+            .filter(|j| !schedule.contains(j.name().as_str()))
+            .filter(|j| {
+                let (cron, tz) = (&j.spec.cron, j.spec.timezone.tz());
+                cron.next_after(j.enabled_since, tz)
+                    .is_some_and(|t| t <= now)
+            })
             .map(|j| j.name().as_str())
-            .filter(|n| !schedule.contains(n))
             .collect();
         let last_fired = self.last_fires(&gaining, now).await;
         let step = schedule.apply(owned, &not_owned, now, self.rules, &last_fired);
