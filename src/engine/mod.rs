@@ -7,8 +7,8 @@
 //! made through other instances. A reload reads only the jobs changed since the revision the
 //! engine has (the store's change log) and reschedules just those, so one change costs the
 //! same whatever the number of jobs; every job is read and synced again only at start-up, on
-//! membership changes, and when the log cannot answer (see [`Engine::refresh_jobs`]). Ten thousand jobs are ten thousand queue entries, not ten
-//! thousand tasks. Due fires are handed to the [`Dispatcher`] only with a place in its bounded
+//! membership changes, and when the log cannot answer (see `Engine::refresh_jobs`). Ten
+//! thousand jobs are ten thousand queue entries, not ten thousand tasks. Due fires are handed to the [`Dispatcher`] only with a place in its bounded
 //! backlog each, and the loop never waits for room inside a hand-over: fires without room stay
 //! queued here while the loop goes on watching for changes, so any number of owed fires (a
 //! restart, a failover) flows through the bound and nothing waits on itself.

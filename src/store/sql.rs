@@ -23,9 +23,9 @@ macro_rules! execution_columns {
 }
 
 /// Implements `Store` for `$store` (which has a `pool: sqlx::Pool<$db>` field, a
-/// `creates: batch::CreateQueue` field and a `run_migrations` method) with the portable SQL. What differs between the backends: `$lock_rows` ends a
-/// SELECT that must lock the rows it reads until the commit (SQLite has one writer and no
-/// such clause).
+/// `creates: batch::CreateQueue` field and a `run_migrations` method) with the portable SQL.
+/// What differs between the backends: `$lock_rows` ends a SELECT that must lock the rows it
+/// reads until the commit (SQLite has one writer and no such clause).
 macro_rules! sql_store {
     ($store:ty, $db:ty, $backend:literal, $lock_rows:literal) => {
         impl $store {
