@@ -37,7 +37,7 @@ impl CreateQueue {
     /// writes a batch and answers each of its creations; it runs on a task of its own, so a
     /// caller that gives up (a closed connection) does not abandon the others' creations.
     /// The caller holding the writer writes batches, oldest creations first, until its own
-    /// is answered.
+    /// is answered or in a batch still being written (its writer gave up waiting).
     pub async fn create<W, F>(
         &self,
         spec: &JobSpec,
@@ -73,7 +73,8 @@ impl CreateQueue {
                 pending.drain(..n).collect()
             };
             if batch.is_empty() {
-                return Err(abandoned());
+                // A batch still being written holds this creation (its caller gave up).
+                return result.await.unwrap_or_else(|_| Err(abandoned()));
             }
             // A panic in `write` drops the answers: their waiters get `abandoned`.
             let _ = tokio::spawn(write(batch)).await;

@@ -17,6 +17,7 @@ use crate::wait::eventually;
 backend_tests!(
     the_log_answers_what_changed_after_a_revision,
     writes_that_find_no_job_leave_the_log_alone,
+    concurrent_creations_each_get_their_own_answer,
     a_jobs_document_writes_into_the_log,
     a_log_pruned_past_a_revision_cannot_answer_for_it,
     an_engine_applies_edits_disables_and_deletes_from_the_log,
@@ -133,6 +134,49 @@ async fn writes_that_find_no_job_leave_the_log_alone(backend: Backend) {
     assert!(!s.delete_job("missing", Utc::now()).await.unwrap());
     assert_eq!(s.job_revision().await.unwrap(), r);
     assert_eq!(names(&changes_since(&*s, r).await), (list(&[]), list(&[])));
+}
+
+async fn concurrent_creations_each_get_their_own_answer(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let r0 = s.job_revision().await.unwrap();
+    // 40 creations at once (they are written in groups), five names asked for twice.
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let s = s.clone();
+            let name = format!("job-{}", if i < 10 { i / 2 } else { i });
+            tokio::spawn(async move {
+                let cron = format!("0 0 {} * * ?", i % 24);
+                (
+                    name.clone(),
+                    s.create_job(&spec(&name, &cron), Some("ops"), Utc::now())
+                        .await,
+                )
+            })
+        })
+        .collect();
+    let mut created = Vec::new();
+    let mut refused = 0;
+    for t in tasks {
+        let (name, answer) = t.await.unwrap();
+        match answer {
+            Ok(job) => {
+                assert_eq!(job.name().as_str(), name, "each caller gets its own job");
+                created.push(name);
+            }
+            Err(jobflow::store::StoreError::Duplicate(jobflow::store::UniqueKey::JobName)) => {
+                refused += 1
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    created.sort();
+    created.dedup();
+    assert_eq!((created.len(), refused), (35, 5));
+    let log = changes_since(&*s, r0).await;
+    assert_eq!(names(&log).0, created, "every created job is in the log");
+    for job in &log.changed {
+        assert_eq!(job.created_by.as_deref(), Some("ops"));
+    }
 }
 
 async fn a_jobs_document_writes_into_the_log(backend: Backend) {
