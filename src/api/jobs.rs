@@ -256,7 +256,7 @@ async fn delete_job(
     if let Some(current) = state.store.get_job(&name).await? {
         refuse_nacos_job(&state, &current)?;
     }
-    if !state.store.delete_job(&name).await? {
+    if !state.store.delete_job(&name, Utc::now()).await? {
         return Err(ApiError::job_not_found(&name));
     }
     state.jobs_changed();

@@ -160,6 +160,15 @@ impl Waiting {
             .collect()
     }
 
+    /// The definition `job`'s earliest waiting fire was claimed under.
+    pub fn claimed_under_job(&self, job: &str) -> Option<Arc<JobDefinition>> {
+        let q = self.queue.lock().expect("waiting lock");
+        let first = *q.by_job.get(job)?.first()?;
+        q.fires
+            .get(&(first, job.to_string()))
+            .map(|f| f.job.clone())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.queue.lock().expect("waiting lock").fires.is_empty()
     }

@@ -355,6 +355,11 @@ impl Dispatcher {
         self.waiting.claimed_under()
     }
 
+    /// The definition `job`'s earliest waiting fire was claimed ahead under, if it has one.
+    pub fn claimed_ahead_of(&self, job: &str) -> Option<Arc<JobDefinition>> {
+        self.waiting.claimed_under_job(job)
+    }
+
     /// Withdraws `job`'s fires claimed ahead and not started yet (the job was edited,
     /// disabled or deleted): their claims and rows are deleted, so the instants are owed again
     /// under the job's current definition. Returns the earliest withdrawn instant. If the

@@ -4,8 +4,11 @@
 //! ([`timers::FireSchedule`]) and sleeps until the earliest one. It wakes early when the
 //! scheduler list changes (discovery push), when a job is changed through this instance, and
 //! every `scheduler.job_refresh_millis` to check the shared job revision counter for changes
-//! made through other instances. Ten thousand jobs are ten thousand queue entries, not ten
-//! thousand tasks. Due fires are handed to the [`Dispatcher`] only with a place in its bounded
+//! made through other instances. A reload reads only the jobs changed since the revision the
+//! engine has (the store's change log) and reschedules just those, so one change costs the
+//! same whatever the number of jobs; every job is read and synced again only at start-up, on
+//! membership changes, and when the log cannot answer (see `Engine::refresh_jobs`). Ten
+//! thousand jobs are ten thousand queue entries, not ten thousand tasks. Due fires are handed to the [`Dispatcher`] only with a place in its bounded
 //! backlog each, and the loop never waits for room inside a hand-over: fires without room stay
 //! queued here while the loop goes on watching for changes, so any number of owed fires (a
 //! restart, a failover) flows through the bound and nothing waits on itself.
@@ -13,7 +16,7 @@
 pub mod ownership;
 pub mod timers;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -26,9 +29,9 @@ use crate::config::{OwnershipStrategy, Settings};
 use crate::discovery::Discovery;
 use crate::dispatch::Dispatcher;
 use crate::jobs::JobDefinition;
-use crate::store::{Store, StoreError};
+use crate::store::{JobChanges, Store, StoreError};
 use ownership::OwnershipRing;
-use timers::{DueFire, FireSchedule, MisfireRules, Step};
+use timers::{ByName, DueFire, FireSchedule, MisfireRules, Step};
 
 /// Due fires taken from the queue per step of a burst.
 const DUE_SLICE: usize = 256;
@@ -38,6 +41,21 @@ const PASS_LIMIT: Duration = Duration::from_secs(1);
 
 /// How long after a local job change the engine reloads (changes within it share a reload).
 const RELOAD_COALESCE: Duration = Duration::from_millis(100);
+
+/// Up to this many jobs gained in one reload, their last fires are read one by one (a key
+/// lookup each); beyond it, the recent fires of every job at once.
+const GAINS_READ_ONE_BY_ONE: usize = 32;
+
+/// What a reload came to.
+#[derive(Debug)]
+enum Reload {
+    /// No job changed.
+    Unchanged,
+    /// The changed jobs were applied to the schedule; the fires their changes owe.
+    Applied(Step),
+    /// Every job was read again: the schedule needs a full sync.
+    Full,
+}
 
 /// What the engine currently believes about the cluster, for the API's cluster view.
 pub struct ClusterState {
@@ -73,7 +91,9 @@ pub struct Engine {
     /// Fires due within this window are handed over (claimed) before their instant.
     ahead: chrono::Duration,
     refresh: Duration,
-    jobs: Vec<Arc<JobDefinition>>,
+    /// Every job (owned or not: a membership change may hand any of them over), by name.
+    jobs: HashSet<ByName>,
+    /// The job revision `jobs` is complete up to.
     revision: i64,
 }
 
@@ -87,8 +107,10 @@ impl Engine {
         cluster: Arc<ClusterState>,
         job_changes: Arc<Notify>,
     ) -> Result<Self, StoreError> {
+        // The revision first: changes made after it (maybe read by the load) come again in
+        // the first incremental reload, which applies them as no-ops.
         let revision = store.job_revision().await?;
-        let jobs = store.load_jobs().await?.into_iter().map(Arc::new).collect();
+        let jobs = by_name(store.load_jobs().await?);
         Ok(Self {
             store,
             discovery,
@@ -117,7 +139,6 @@ impl Engine {
         let mut schedule = FireSchedule::default();
         let mut owed = VecDeque::new();
         let mut resync = true;
-        let mut reload_pending = false;
         let mut next_refresh = Instant::now() + self.refresh;
         loop {
             if resync {
@@ -142,8 +163,7 @@ impl Engine {
                 }
                 _ = self.job_changes.notified() => {
                     // Changes arrive in bursts (an import, a script): coalesce them into one
-                    // reload shortly after, instead of a full reload per change.
-                    reload_pending = true;
+                    // reload shortly after, instead of a reload per change.
                     next_refresh = next_refresh.min(Instant::now() + RELOAD_COALESCE);
                 }
                 // Fires are waiting for backlog room: go on as soon as there is some.
@@ -153,10 +173,13 @@ impl Engine {
             }
             if Instant::now() >= next_refresh {
                 next_refresh = Instant::now() + self.refresh;
-                let force = std::mem::take(&mut reload_pending);
-                match self.refresh_jobs(force).await {
-                    Ok(changed) => {
-                        resync |= changed;
+                match self.refresh_jobs(&mut schedule).await {
+                    Ok(reload) => {
+                        match reload {
+                            Reload::Unchanged => {}
+                            Reload::Applied(step) => self.accept(step, &mut owed),
+                            Reload::Full => resync = true,
+                        }
                         if self.dispatcher.has_missed() {
                             self.recover_missed(&mut schedule);
                         }
@@ -211,8 +234,8 @@ impl Engine {
         for skipped in step.skipped {
             metrics::counter!("scheduler_misfires_total", "job_name" => skipped.job.clone(), "action" => "skipped").increment(1);
             tracing::info!(job_name = %skipped.job, fire_time = %skipped.fire_time, "missed fire not owed (misfire policy); skipped");
-            if let Some(job) = self.jobs.iter().find(|j| j.name().as_str() == skipped.job) {
-                self.dispatcher.fire_skipped(job, skipped.fire_time);
+            if let Some(job) = self.jobs.get(skipped.job.as_str()) {
+                self.dispatcher.fire_skipped(&job.0, skipped.fire_time);
             }
         }
         for due in step.due {
@@ -233,21 +256,136 @@ impl Engine {
         }
     }
 
-    /// Reloads the job set when the revision moved (or when forced). `true` if reloaded.
-    async fn refresh_jobs(&mut self, force: bool) -> Result<bool, StoreError> {
+    /// Catches up with the job changes made since `self.revision`, through any instance.
+    /// Normally from the change log: the changed jobs replace their old definitions and
+    /// only their schedule entries are updated (not owned any more → dropped; newly owned →
+    /// gained with the catch-up rules; edited → rescheduled, see `timers`). When the log
+    /// cannot answer (its tombstones were pruned past our revision, or the database is
+    /// behind us), every job is read again and the caller syncs the whole schedule.
+    async fn refresh_jobs(&mut self, schedule: &mut FireSchedule) -> Result<Reload, StoreError> {
         let revision = self.store.job_revision().await?;
-        if revision == self.revision && !force {
-            return Ok(false);
+        if revision == self.revision {
+            return Ok(Reload::Unchanged);
         }
-        self.jobs = self
-            .store
-            .load_jobs()
-            .await?
-            .into_iter()
-            .map(Arc::new)
+        match self.store.job_changes_since(self.revision).await? {
+            Some(changes) => Ok(Reload::Applied(self.apply_changes(schedule, changes).await)),
+            None => {
+                tracing::info!(
+                    since = self.revision,
+                    revision,
+                    "the job change log cannot answer from this revision; reading every job"
+                );
+                let revision = self.store.job_revision().await?;
+                self.jobs = by_name(self.store.load_jobs().await?);
+                self.revision = revision;
+                Ok(Reload::Full)
+            }
+        }
+    }
+
+    /// Applies the changed jobs to `jobs` and, under the current ownership, to the schedule.
+    async fn apply_changes(&mut self, schedule: &mut FireSchedule, changes: JobChanges) -> Step {
+        let ring = self.cluster.ring();
+        let me = self.discovery.self_id();
+        let mut not_owned: Vec<String> = Vec::new();
+        let changed: Vec<String> = changes
+            .removed
+            .iter()
+            .cloned()
+            .chain(changes.changed.iter().map(|j| j.name().to_string()))
             .collect();
-        self.revision = revision;
-        Ok(true)
+        for name in changes.removed {
+            self.jobs.remove(name.as_str());
+            not_owned.push(name);
+        }
+        let mut owned = Vec::new();
+        for job in changes.changed {
+            let job = Arc::new(job);
+            if job.spec.enabled && ring.owns(me, job.name().as_str()) {
+                owned.push(job.clone());
+            } else {
+                not_owned.push(job.name().to_string());
+            }
+            self.jobs.replace(ByName(job));
+        }
+        // Fires of the changed jobs claimed ahead follow the change (see withdraw_changed).
+        for name in &changed {
+            if let Some(was) = self.dispatcher.claimed_ahead_of(name) {
+                self.withdraw_if_changed(schedule, &ring, &was).await;
+            }
+        }
+        let now = Utc::now();
+        // A gained job's last fire matters only when it has an instant since it was enabled
+        // (only then can another instance have fired it): a job just created or enabled has
+        // none, so a mass import reads no fires at all.
+        let gaining: Vec<&str> = owned
+            .iter()
+            .filter(|j| !schedule.contains(j.name().as_str()))
+            .filter(|j| {
+                let (cron, tz) = (&j.spec.cron, j.spec.timezone.tz());
+                cron.next_after(j.enabled_since, tz)
+                    .is_some_and(|t| t <= now)
+            })
+            .map(|j| j.name().as_str())
+            .collect();
+        let last_fired = self.last_fires(&gaining, now).await;
+        let step = schedule.apply(owned, &not_owned, now, self.rules, &last_fired);
+        self.revision = changes.revision;
+        if step.gained > 0 || step.lost > 0 {
+            tracing::debug!(
+                gained = step.gained,
+                lost = step.lost,
+                owned = schedule.len(),
+                revision = self.revision,
+                "job changes applied"
+            );
+        }
+        self.publish_owned(schedule.len());
+        step
+    }
+
+    /// The last recorded fire of each job in `gaining` (what a previous owner fired).
+    async fn last_fires(
+        &self,
+        gaining: &[&str],
+        now: chrono::DateTime<Utc>,
+    ) -> HashMap<String, chrono::DateTime<Utc>> {
+        if gaining.len() > GAINS_READ_ONE_BY_ONE {
+            return self.recent_fires(now).await;
+        }
+        let mut last = HashMap::new();
+        for name in gaining {
+            match self.store.last_fire_time(name).await {
+                Ok(Some(t)) => {
+                    last.insert(name.to_string(), t);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the last fire; the fire guard still prevents doubles");
+                    break;
+                }
+            }
+        }
+        last
+    }
+
+    /// The last fire of every job fired within the misfire threshold.
+    async fn recent_fires(
+        &self,
+        now: chrono::DateTime<Utc>,
+    ) -> HashMap<String, chrono::DateTime<Utc>> {
+        let since = now - self.rules.threshold - chrono::Duration::seconds(1);
+        self.store.recent_fires(since).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read recent fires; the fire guard still prevents doubles");
+            HashMap::new()
+        })
+    }
+
+    fn publish_owned(&self, owned: usize) {
+        metrics::gauge!("scheduler_owned_jobs").set(owned as f64);
+        self.cluster
+            .owned
+            .store(owned, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Fires claimed ahead whose job has since been edited (and is still ours), disabled or
@@ -255,26 +393,29 @@ impl Engine {
     /// under the current definition: the change applies as if they had never been claimed.
     /// A fire claimed ahead of a job that moved to another instance stays ours to call.
     async fn withdraw_changed(&self, schedule: &mut FireSchedule, ring: &OwnershipRing) {
-        let claimed = self.dispatcher.claimed_ahead();
-        if claimed.is_empty() {
-            return;
+        for was in self.dispatcher.claimed_ahead() {
+            self.withdraw_if_changed(schedule, ring, &was).await;
         }
-        let current: HashMap<&str, &Arc<JobDefinition>> =
-            self.jobs.iter().map(|j| (j.name().as_str(), j)).collect();
-        let me = self.discovery.self_id();
-        for was in claimed {
-            let name = was.name().as_str();
-            let withdraw = match current.get(name) {
-                None => true,
-                Some(now) if !now.spec.enabled => true,
-                Some(now) => {
-                    (now.updated_at != was.updated_at || now.spec != was.spec)
-                        && ring.owns(me, name)
-                }
-            };
-            if withdraw && let Some(earliest) = self.dispatcher.withdraw(name).await {
-                schedule.rewind(name, earliest);
+    }
+
+    /// [`withdraw_changed`](Self::withdraw_changed) for one job, claimed ahead under `was`.
+    async fn withdraw_if_changed(
+        &self,
+        schedule: &mut FireSchedule,
+        ring: &OwnershipRing,
+        was: &JobDefinition,
+    ) {
+        let name = was.name().as_str();
+        let withdraw = match self.jobs.get(name).map(|j| &j.0) {
+            None => true,
+            Some(now) if !now.spec.enabled => true,
+            Some(now) => {
+                (now.updated_at != was.updated_at || now.spec != was.spec)
+                    && ring.owns(self.discovery.self_id(), name)
             }
+        };
+        if withdraw && let Some(earliest) = self.dispatcher.withdraw(name).await {
+            schedule.rewind(name, earliest);
         }
     }
 
@@ -283,6 +424,7 @@ impl Engine {
         let owned: Vec<Arc<JobDefinition>> = self
             .jobs
             .iter()
+            .map(|k| &k.0)
             .filter(|j| j.spec.enabled && ring.owns(me, j.name().as_str()))
             .cloned()
             .collect();
@@ -292,17 +434,7 @@ impl Engine {
         // Only jobs being gained need to know what the previous owner fired.
         let gaining = owned.iter().any(|j| !schedule.contains(j.name().as_str()));
         let last_fired = if gaining {
-            match self
-                .store
-                .recent_fires(now - self.rules.threshold - chrono::Duration::seconds(1))
-                .await
-            {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read recent fires; the fire guard still prevents doubles");
-                    HashMap::new()
-                }
-            }
+            self.recent_fires(now).await
         } else {
             HashMap::new()
         };
@@ -317,17 +449,19 @@ impl Engine {
                 "ownership recomputed"
             );
         }
-        metrics::gauge!("scheduler_owned_jobs").set(schedule.len() as f64);
+        self.publish_owned(schedule.len());
         metrics::gauge!("scheduler_instances").set(ring.instances().len() as f64);
         metrics::gauge!("scheduler_compensation_leader").set(if ring.leader() == Some(me) {
             1.0
         } else {
             0.0
         });
-        self.cluster
-            .owned
-            .store(schedule.len(), std::sync::atomic::Ordering::Relaxed);
         *self.cluster.ring.write().expect("ring lock") = ring;
         step
     }
+}
+
+/// Jobs keyed by name.
+fn by_name(jobs: Vec<JobDefinition>) -> HashSet<ByName> {
+    jobs.into_iter().map(|j| ByName(Arc::new(j))).collect()
 }

@@ -6,6 +6,7 @@
 
 #[macro_use]
 mod sql;
+mod batch;
 mod mysql;
 mod rows;
 mod sqlite;
@@ -29,6 +30,10 @@ const PURGE_CHUNK: i64 = 5000;
 
 /// Rows per multi-row INSERT (16 bound values each stays far below every placeholder limit).
 const MULTI_ROW: usize = 500;
+
+/// How long the tombstone of a deleted job stays in the change log (a day). An engine that
+/// has not caught up with the log for longer reloads every job.
+pub const TOMBSTONE_KEEP_SECONDS: i64 = 24 * 3600;
 
 /// Which unique key a write collided with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +156,18 @@ pub enum FireOutcome {
     Recorded(Vec<Execution>),
     /// Another scheduler already recorded this fire; nothing was written.
     AlreadyFired,
+}
+
+/// The jobs changed after a revision (see [`Store::job_changes_since`]).
+#[derive(Debug, Clone, Default)]
+pub struct JobChanges {
+    /// The revision this answer is complete up to: the next `since`.
+    pub revision: i64,
+    /// The jobs created or written after `since`, as they are now.
+    pub changed: Vec<JobDefinition>,
+    /// The jobs deleted after `since` (and not created again), and changed jobs whose row no
+    /// longer parses: none of them is to be scheduled.
+    pub removed: Vec<String>,
 }
 
 /// A parsed jobs document from the Nacos config centre, to be applied (see
@@ -357,7 +374,8 @@ pub trait Store: Send + Sync + 'static {
         actor: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<JobDefinition>, StoreError>;
-    async fn delete_job(&self, name: &str) -> Result<bool, StoreError>;
+    /// Deletes the job, leaving a tombstone in the change log.
+    async fn delete_job(&self, name: &str, now: DateTime<Utc>) -> Result<bool, StoreError>;
     async fn get_job(&self, name: &str) -> Result<Option<JobDefinition>, StoreError>;
     async fn list_jobs(
         &self,
@@ -376,8 +394,12 @@ pub trait Store: Send + Sync + 'static {
         &self,
         apply: &DocumentApply<'_>,
     ) -> Result<DocumentOutcome, StoreError>;
-    /// A counter bumped by every job change, on any instance.
+    /// A counter bumped by every job change, on any instance: the revision of the latest.
     async fn job_revision(&self) -> Result<i64, StoreError>;
+    /// The change log: what changed in the jobs after revision `since`, read in one snapshot.
+    /// `None` when the log cannot tell (the tombstones after `since` were pruned, or `since`
+    /// is ahead of the store): then reload every job.
+    async fn job_changes_since(&self, since: i64) -> Result<Option<JobChanges>, StoreError>;
 
     /// Inserts `rows` atomically, together with the fire claim when one is given. A claim
     /// that exists already yields `AlreadyFired` and writes nothing.

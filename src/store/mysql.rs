@@ -21,6 +21,7 @@ pub const MIGRATION_LOCK_WAIT: Duration = Duration::from_secs(60);
 
 pub struct MySqlStore {
     pool: MySqlPool,
+    creates: super::batch::CreateQueue,
 }
 
 impl MySqlStore {
@@ -45,7 +46,10 @@ impl MySqlStore {
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            creates: Default::default(),
+        })
     }
 
     /// Applies the pending migrations while holding [`MIGRATION_LOCK`] on one connection: the

@@ -22,10 +22,10 @@ macro_rules! execution_columns {
     };
 }
 
-/// Implements `Store` for `$store` (which has a `pool: sqlx::Pool<$db>` field and a
-/// `run_migrations` method) with the portable SQL. What differs between the backends: `$lock_rows` ends a
-/// SELECT that must lock the rows it reads until the commit (SQLite has one writer and no
-/// such clause).
+/// Implements `Store` for `$store` (which has a `pool: sqlx::Pool<$db>` field, a
+/// `creates: batch::CreateQueue` field and a `run_migrations` method) with the portable SQL.
+/// What differs between the backends: `$lock_rows` ends a SELECT that must lock the rows it
+/// reads until the commit (SQLite has one writer and no such clause).
 macro_rules! sql_store {
     ($store:ty, $db:ty, $backend:literal, $lock_rows:literal) => {
         impl $store {
@@ -41,12 +41,141 @@ macro_rules! sql_store {
                     .transpose()
             }
 
-            async fn bump_revision<'c, E>(exec: E) -> Result<(), $crate::store::StoreError>
-            where
-                E: sqlx::Executor<'c, Database = $db>,
-            {
-                sqlx::query("UPDATE job_revision SET revision = revision + 1 WHERE id = 1").execute(exec).await?;
+            /// Takes the next job revision for this transaction's job writes, which stamp it on
+            /// the rows they write (the change log, see `Store::job_changes_since`). The
+            /// counter's row lock, held until the commit, orders the writers: once revision R
+            /// is visible, so is every write up to R.
+            async fn next_revision(tx: &mut sqlx::Transaction<'_, $db>) -> Result<i64, $crate::store::StoreError> {
+                sqlx::query("UPDATE job_revision SET revision = revision + 1 WHERE id = 1").execute(&mut **tx).await?;
+                Ok(sqlx::query_scalar("SELECT revision FROM job_revision WHERE id = 1").fetch_one(&mut **tx).await?)
+            }
+
+            /// Writes a batch of creations in one transaction and answers each (see `batch`).
+            async fn write_creates(pool: sqlx::Pool<$db>, mut batch: Vec<$crate::store::batch::NewJob>) {
+                match Self::insert_batch(&pool, &batch).await {
+                    Ok(answers) => {
+                        for (job, answer) in batch.drain(..).zip(answers) {
+                            let _ = job.done.send(answer);
+                        }
+                    }
+                    Err(e) => $crate::store::batch::fail_all(batch, e),
+                }
+            }
+
+            async fn insert_batch(
+                pool: &sqlx::Pool<$db>,
+                batch: &[$crate::store::batch::NewJob],
+            ) -> Result<Vec<Result<$crate::jobs::JobDefinition, $crate::store::StoreError>>, $crate::store::StoreError> {
+                let mut tx = pool.begin().await?;
+                let revision = Self::next_revision(&mut tx).await?;
+                let mut refused = std::collections::HashMap::new();
+                for (i, job) in batch.iter().enumerate() {
+                    // A duplicate fails its own statement only; the transaction goes on.
+                    match Self::insert_job(&mut tx, &job.spec, job.actor.as_deref(), job.now, revision).await {
+                        Ok(()) => {}
+                        Err($crate::store::StoreError::Duplicate(key)) => {
+                            refused.insert(i, key);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                let mut read = sqlx::QueryBuilder::<$db>::new(concat!("SELECT ", job_columns!(), " FROM job_definition WHERE revision = "));
+                read.push_bind(revision).push(" AND name IN (");
+                let mut names = read.separated(", ");
+                for (_, job) in batch.iter().enumerate().filter(|(i, _)| !refused.contains_key(i)) {
+                    names.push_bind(job.spec.name.as_str().to_string());
+                }
+                read.push(")");
+                let mut stored: std::collections::HashMap<String, $crate::store::rows::JobRow> = if refused.len() < batch.len() {
+                    read.build_query_as::<$crate::store::rows::JobRow>()
+                        .fetch_all(&mut *tx)
+                        .await?
+                        .into_iter()
+                        .map(|r| (r.name.clone(), r))
+                        .collect()
+                } else {
+                    Default::default()
+                };
+                if refused.len() == batch.len() {
+                    // Nothing written: the revision taken stays unused.
+                    tx.rollback().await?;
+                } else {
+                    tx.commit().await?;
+                }
+                Ok(batch
+                    .iter()
+                    .enumerate()
+                    .map(|(i, job)| match refused.get(&i) {
+                        Some(key) => Err($crate::store::StoreError::Duplicate(*key)),
+                        None => stored
+                            .remove(job.spec.name.as_str())
+                            .ok_or_else(|| $crate::store::StoreError::Corrupt("inserted job not found".into()))
+                            .and_then($crate::jobs::JobDefinition::try_from),
+                    })
+                    .collect())
+            }
+
+            /// Leaves the tombstone of a deleted job for the engines' incremental reloads.
+            async fn tombstone(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                name: &str,
+                revision: i64,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query("INSERT INTO job_tombstone (revision, name, deleted_at) VALUES (?, ?, ?)")
+                    .bind(revision)
+                    .bind(name)
+                    .bind($crate::store::ms(now))
+                    .execute(&mut **tx)
+                    .await?;
                 Ok(())
+            }
+
+            /// Deletes the tombstones older than [`TOMBSTONE_KEEP_SECONDS`] and raises
+            /// `pruned_revision` past them: an engine behind it cannot learn of those deletions
+            /// from the log any more, and reloads every job instead. Runs in the transactions
+            /// that write tombstones (which hold the counter's lock already).
+            ///
+            /// [`TOMBSTONE_KEEP_SECONDS`]: $crate::store::TOMBSTONE_KEEP_SECONDS
+            async fn prune_tombstones(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), $crate::store::StoreError> {
+                let before = $crate::store::ms(now - chrono::Duration::seconds($crate::store::TOMBSTONE_KEEP_SECONDS));
+                let pruned: Option<i64> = sqlx::query_scalar("SELECT MAX(revision) FROM job_tombstone WHERE deleted_at < ?")
+                    .bind(before)
+                    .fetch_one(&mut **tx)
+                    .await?;
+                if let Some(pruned) = pruned {
+                    sqlx::query("DELETE FROM job_tombstone WHERE revision <= ?").bind(pruned).execute(&mut **tx).await?;
+                    sqlx::query("UPDATE job_revision SET pruned_revision = ? WHERE id = 1 AND pruned_revision < ?")
+                        .bind(pruned)
+                        .bind(pruned)
+                        .execute(&mut **tx)
+                        .await?;
+                }
+                Ok(())
+            }
+
+            /// Parsed job rows, and the names of those that no longer parse (reported here,
+            /// never scheduled: one unreadable row must not stop the other jobs).
+            fn readable_jobs(rows: Vec<$crate::store::rows::JobRow>) -> (Vec<$crate::jobs::JobDefinition>, Vec<String>) {
+                let mut unreadable = Vec::new();
+                let jobs = rows
+                    .into_iter()
+                    .filter_map(|r| {
+                        let name = r.name.clone();
+                        match $crate::jobs::JobDefinition::try_from(r) {
+                            Ok(j) => Some(j),
+                            Err(e) => {
+                                tracing::error!(error = %e, "skipping unreadable job definition");
+                                unreadable.push(name);
+                                None
+                            }
+                        }
+                    })
+                    .collect();
+                (jobs, unreadable)
             }
 
             /// Binds a spec's columns from `service_name` to `description`, in table order, then
@@ -79,14 +208,15 @@ macro_rules! sql_store {
                 spec: &$crate::jobs::JobSpec,
                 actor: Option<&str>,
                 now: chrono::DateTime<chrono::Utc>,
+                revision: i64,
             ) -> Result<(), $crate::store::StoreError> {
                 let now = $crate::store::ms(now);
                 let insert = sqlx::query(
                     "INSERT INTO job_definition (name, service_name, handler, cron, timezone, enabled, shard_count, \
                      shard_strategy, shard_params, job_params, timeout_seconds, max_retry, misfire_policy, description, \
                      route_strategy, overlap_policy, child_jobs, alert_channels, created_at, updated_at, created_by, updated_by, \
-                     enabled_since) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     enabled_since, revision) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(spec.name.as_str());
                 Self::bind_spec(insert, spec)
@@ -95,18 +225,21 @@ macro_rules! sql_store {
                 .bind(actor)
                 .bind(actor)
                 .bind(now)
+                .bind(revision)
                 .execute(&mut **tx)
                 .await
                 .map_err($crate::store::StoreError::from_write)?;
                 Ok(())
             }
 
-            /// Replaces every field of the job named `spec.name`; the rows MySQL counts as changed.
+            /// Replaces every field of the job named `spec.name` (stamping `revision`); the rows
+            /// MySQL counts as changed.
             async fn replace_job(
                 tx: &mut sqlx::Transaction<'_, $db>,
                 spec: &$crate::jobs::JobSpec,
                 actor: Option<&str>,
                 now: chrono::DateTime<chrono::Utc>,
+                revision: i64,
             ) -> Result<u64, $crate::store::StoreError> {
                 // `enabled_since` first: MySQL evaluates SET left to right, SQLite reads old values.
                 let update = sqlx::query(
@@ -114,12 +247,13 @@ macro_rules! sql_store {
                      service_name = ?, handler = ?, cron = ?, timezone = ?, enabled = ?, \
                      shard_count = ?, shard_strategy = ?, shard_params = ?, job_params = ?, timeout_seconds = ?, \
                      max_retry = ?, misfire_policy = ?, description = ?, route_strategy = ?, overlap_policy = ?, \
-                     child_jobs = ?, alert_channels = ?, updated_at = ?, updated_by = ? WHERE name = ?",
+                     child_jobs = ?, alert_channels = ?, updated_at = ?, updated_by = ?, revision = ? WHERE name = ?",
                 )
                 .bind($crate::store::ms(now));
                 Ok(Self::bind_spec(update, spec)
                 .bind($crate::store::ms(now))
                 .bind(actor)
+                .bind(revision)
                 .bind(spec.name.as_str())
                 .execute(&mut **tx)
                 .await?
@@ -399,14 +533,10 @@ macro_rules! sql_store {
                 actor: Option<&str>,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<$crate::jobs::JobDefinition, $crate::store::StoreError> {
-                let mut tx = self.pool.begin().await?;
-                Self::insert_job(&mut tx, spec, actor, now).await?;
-                Self::bump_revision(&mut *tx).await?;
-                let job = Self::fetch_job(&mut *tx, spec.name.as_str())
-                    .await?
-                    .ok_or_else(|| $crate::store::StoreError::Corrupt("inserted job not found".into()))?;
-                tx.commit().await?;
-                Ok(job)
+                let pool = self.pool.clone();
+                self.creates
+                    .create(spec, actor, now, move |batch| Self::write_creates(pool.clone(), batch))
+                    .await
             }
 
             async fn update_job(
@@ -416,12 +546,14 @@ macro_rules! sql_store {
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
-                let changed = Self::replace_job(&mut tx, spec, actor, now).await?;
-                // MySQL counts only rows whose values changed; a no-op update still finds the row.
-                let job = Self::fetch_job(&mut *tx, spec.name.as_str()).await?;
-                if changed > 0 {
-                    Self::bump_revision(&mut *tx).await?;
+                let revision = Self::next_revision(&mut tx).await?;
+                let changed = Self::replace_job(&mut tx, spec, actor, now, revision).await?;
+                if changed == 0 {
+                    // No such job: the revision taken stays unused.
+                    tx.rollback().await?;
+                    return Ok(None);
                 }
+                let job = Self::fetch_job(&mut *tx, spec.name.as_str()).await?;
                 tx.commit().await?;
                 Ok(job)
             }
@@ -434,40 +566,47 @@ macro_rules! sql_store {
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
+                let revision = Self::next_revision(&mut tx).await?;
                 // `enabled_since` first: MySQL evaluates SET left to right, SQLite reads old values.
                 let changed = sqlx::query(
                     "UPDATE job_definition SET enabled_since = CASE WHEN enabled THEN enabled_since ELSE ? END, \
-                     enabled = ?, updated_at = ?, updated_by = ? WHERE name = ?",
+                     enabled = ?, updated_at = ?, updated_by = ?, revision = ? WHERE name = ?",
                 )
                     .bind($crate::store::ms(now))
                     .bind(enabled)
                     .bind($crate::store::ms(now))
                     .bind(actor)
+                    .bind(revision)
                     .bind(name)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
-                if changed > 0 {
-                    Self::bump_revision(&mut *tx).await?;
+                if changed == 0 {
+                    tx.rollback().await?;
+                    return Ok(None);
                 }
                 let job = Self::fetch_job(&mut *tx, name).await?;
                 tx.commit().await?;
                 Ok(job)
             }
 
-            async fn delete_job(&self, name: &str) -> Result<bool, $crate::store::StoreError> {
+            async fn delete_job(&self, name: &str, now: chrono::DateTime<chrono::Utc>) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.pool.begin().await?;
+                let revision = Self::next_revision(&mut tx).await?;
                 let deleted = sqlx::query("DELETE FROM job_definition WHERE name = ?")
                     .bind(name)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected()
                     > 0;
-                if deleted {
-                    Self::bump_revision(&mut *tx).await?;
+                if !deleted {
+                    tx.rollback().await?;
+                    return Ok(false);
                 }
+                Self::tombstone(&mut tx, name, revision, now).await?;
+                Self::prune_tombstones(&mut tx, now).await?;
                 tx.commit().await?;
-                Ok(deleted)
+                Ok(true)
             }
 
             async fn get_job(&self, name: &str) -> Result<Option<$crate::jobs::JobDefinition>, $crate::store::StoreError> {
@@ -494,17 +633,43 @@ macro_rules! sql_store {
                 let rows = sqlx::query_as::<_, $crate::store::rows::JobRow>(concat!("SELECT ", job_columns!(), " FROM job_definition"))
                     .fetch_all(&self.pool)
                     .await?;
-                // One unreadable row must not stop the other jobs from being scheduled.
-                Ok(rows
-                    .into_iter()
-                    .filter_map(|r| match $crate::jobs::JobDefinition::try_from(r) {
-                        Ok(j) => Some(j),
-                        Err(e) => {
-                            tracing::error!(error = %e, "skipping unreadable job definition");
-                            None
-                        }
-                    })
-                    .collect())
+                Ok(Self::readable_jobs(rows).0)
+            }
+
+            async fn job_changes_since(&self, since: i64) -> Result<Option<$crate::store::JobChanges>, $crate::store::StoreError> {
+                // One snapshot: the counter and the rows and tombstones up to it agree.
+                let mut tx = self.pool.begin().await?;
+                let (revision, pruned): (i64, i64) = sqlx::query_as("SELECT revision, pruned_revision FROM job_revision WHERE id = 1")
+                    .fetch_one(&mut *tx)
+                    .await?;
+                if since < pruned || since > revision {
+                    tx.commit().await?;
+                    return Ok(None);
+                }
+                let mut changes = $crate::store::JobChanges { revision, ..Default::default() };
+                if since == revision {
+                    tx.commit().await?;
+                    return Ok(Some(changes));
+                }
+                let rows = sqlx::query_as::<_, $crate::store::rows::JobRow>(concat!("SELECT ", job_columns!(), " FROM job_definition WHERE revision > ?"))
+                    .bind(since)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let deleted: Vec<String> = sqlx::query_scalar("SELECT name FROM job_tombstone WHERE revision > ?")
+                    .bind(since)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                let (changed, unreadable) = Self::readable_jobs(rows);
+                // A name both deleted and present was created again after its deletion.
+                let present: std::collections::HashSet<&str> = changed.iter().map(|j| j.name().as_str()).collect();
+                let mut removed: Vec<String> = deleted.into_iter().filter(|n| !present.contains(n.as_str())).collect();
+                removed.extend(unreadable);
+                removed.sort();
+                removed.dedup();
+                changes.changed = changed;
+                changes.removed = removed;
+                Ok(Some(changes))
             }
 
             async fn apply_job_document(
@@ -550,6 +715,8 @@ macro_rules! sql_store {
                     tx.commit().await?;
                     return Ok(DocumentOutcome::Unchanged);
                 }
+                // New content: its writes share one revision (unused when nothing changes).
+                let revision = Self::next_revision(&mut tx).await?;
                 let previous: std::collections::HashMap<String, String> = serde_json::from_str(&entry_hashes)
                     .map_err(|e| $crate::store::StoreError::Corrupt(format!("job_document.entry_hashes: {e}")))?;
                 let existing: std::collections::HashMap<String, String> =
@@ -564,12 +731,12 @@ macro_rules! sql_store {
                     let name = job.spec.name.as_str();
                     match existing.get(name) {
                         None => {
-                            Self::insert_job(&mut tx, &job.spec, Some(apply.actor), now).await?;
+                            Self::insert_job(&mut tx, &job.spec, Some(apply.actor), now, revision).await?;
                             changes.created.push(name.to_string());
                         }
                         Some(source) if source == nacos && previous.get(name) == Some(&job.fingerprint) => {}
                         Some(_) => {
-                            Self::replace_job(&mut tx, &job.spec, Some(apply.actor), now).await?;
+                            Self::replace_job(&mut tx, &job.spec, Some(apply.actor), now, revision).await?;
                             changes.updated.push(name.to_string());
                         }
                     }
@@ -590,7 +757,11 @@ macro_rules! sql_store {
                 gone.sort();
                 for name in gone {
                     sqlx::query("DELETE FROM job_definition WHERE name = ?").bind(name).execute(&mut *tx).await?;
+                    Self::tombstone(&mut tx, name, revision, now).await?;
                     changes.deleted.push(name.clone());
+                }
+                if !changes.deleted.is_empty() {
+                    Self::prune_tombstones(&mut tx, now).await?;
                 }
                 let hashes: std::collections::BTreeMap<&str, &str> = apply
                     .document
@@ -608,9 +779,6 @@ macro_rules! sql_store {
                 .bind(apply.group)
                 .execute(&mut *tx)
                 .await?;
-                if !changes.is_empty() {
-                    Self::bump_revision(&mut *tx).await?;
-                }
                 tx.commit().await?;
                 Ok(DocumentOutcome::Applied(changes))
             }

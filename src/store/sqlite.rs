@@ -19,6 +19,7 @@ use super::StoreError;
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    creates: super::batch::CreateQueue,
 }
 
 impl SqliteStore {
@@ -39,7 +40,10 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            creates: Default::default(),
+        })
     }
 
     /// One writer: sqlx's own migration run needs no further lock.

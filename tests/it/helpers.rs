@@ -104,6 +104,16 @@ pub fn base_settings(db_url: &str) -> Settings {
     s
 }
 
+/// A migrated store on a new database of `backend`.
+pub async fn open_store(backend: Backend) -> (TestDb, Arc<dyn jobflow::store::Store>) {
+    let db = TestDb::create(backend).await;
+    let s = jobflow::store::connect(&base_settings(&db.url).database)
+        .await
+        .unwrap();
+    s.migrate().await.unwrap();
+    (db, s)
+}
+
 /// One running JobFlow instance.
 pub struct TestApp {
     pub addr: String,

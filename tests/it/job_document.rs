@@ -9,7 +9,9 @@ use jobflow::jobs::{DocumentFormat, JobDocument, TimeZoneName};
 use jobflow::store::{self, DocumentApply, DocumentChanges, DocumentOutcome, Store};
 use serde_json::json;
 
-use crate::helpers::{Backend, TestApp, TestDb, backend_tests, base_settings, job};
+use crate::helpers::{
+    Backend, TestApp, TestDb, backend_tests, base_settings, job, open_store as open,
+};
 
 backend_tests!(
     applying_makes_nacos_jobs_match_the_document,
@@ -54,15 +56,6 @@ fn changes(created: &[&str], updated: &[&str], deleted: &[&str]) -> DocumentOutc
         updated: v(updated),
         deleted: v(deleted),
     })
-}
-
-async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
-    let db = TestDb::create(backend).await;
-    let s = store::connect(&base_settings(&db.url).database)
-        .await
-        .unwrap();
-    s.migrate().await.unwrap();
-    (db, s)
 }
 
 const V1: &str = "

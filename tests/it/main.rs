@@ -21,6 +21,7 @@ mod engine_failures;
 mod engine_recovery;
 mod faults;
 mod java_executor;
+mod job_change_log;
 mod job_document;
 mod job_policies;
 mod mysql_tls;
