@@ -45,6 +45,14 @@ struct Queue {
 }
 
 impl Queue {
+    /// The definition `job`'s earliest waiting fire was claimed under.
+    fn earliest(&self, job: &str) -> Option<Arc<JobDefinition>> {
+        let first = *self.by_job.get(job)?.first()?;
+        self.fires
+            .get(&(first, job.to_string()))
+            .map(|f| f.job.clone())
+    }
+
     fn remove(&mut self, key: &Key) -> Option<WaitingFire> {
         let fire = self.fires.remove(key)?;
         if let Some(times) = self.by_job.get_mut(&key.1) {
@@ -151,22 +159,12 @@ impl Waiting {
     /// For each job with a waiting fire, the definition its earliest one was claimed under.
     pub fn claimed_under(&self) -> Vec<Arc<JobDefinition>> {
         let q = self.queue.lock().expect("waiting lock");
-        q.by_job
-            .iter()
-            .filter_map(|(name, times)| {
-                let first = times.first()?;
-                q.fires.get(&(*first, name.clone())).map(|f| f.job.clone())
-            })
-            .collect()
+        q.by_job.keys().filter_map(|job| q.earliest(job)).collect()
     }
 
     /// The definition `job`'s earliest waiting fire was claimed under.
     pub fn claimed_under_job(&self, job: &str) -> Option<Arc<JobDefinition>> {
-        let q = self.queue.lock().expect("waiting lock");
-        let first = *q.by_job.get(job)?.first()?;
-        q.fires
-            .get(&(first, job.to_string()))
-            .map(|f| f.job.clone())
+        self.queue.lock().expect("waiting lock").earliest(job)
     }
 
     pub fn is_empty(&self) -> bool {
