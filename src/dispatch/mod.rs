@@ -78,13 +78,6 @@ pub struct TriggerOptions {
     pub executor: Option<InstanceAddr>,
 }
 
-/// A cron fire that could not be recorded because the database failed.
-#[derive(Debug, Clone)]
-pub struct MissedFire {
-    pub job: Arc<JobDefinition>,
-    pub fire_time: DateTime<Utc>,
-}
-
 /// The longest the execution writer waits between attempts at a batch the database refused.
 pub const WRITE_RETRY_MAX: Duration = settle::MAX_RETRY;
 
@@ -125,7 +118,7 @@ pub struct Dispatcher {
     /// Per job, the earliest fire that could not be recorded because the database failed; the
     /// engine owes the job's instants from it again, under the misfire policy, once the
     /// database answers.
-    missed: Mutex<HashMap<String, MissedFire>>,
+    missed: Mutex<HashMap<String, DateTime<Utc>>>,
 }
 
 impl Dispatcher {
@@ -187,13 +180,8 @@ impl Dispatcher {
 
     /// The fires lost to database failures since the last call (the earliest one per job:
     /// its instants from there on are owed again under the misfire rules).
-    pub fn take_missed(&self) -> Vec<MissedFire> {
-        self.missed
-            .lock()
-            .expect("missed lock")
-            .drain()
-            .map(|(_, v)| v)
-            .collect()
+    pub fn take_missed(&self) -> Vec<(String, DateTime<Utc>)> {
+        self.missed.lock().expect("missed lock").drain().collect()
     }
 
     pub fn has_missed(&self) -> bool {

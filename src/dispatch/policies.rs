@@ -258,17 +258,9 @@ impl Dispatcher {
             Err(e) => {
                 tracing::error!(fires = fires.len(), error = %e, "could not record due fires; they follow the misfire policy once the database answers");
                 let mut missed = self.missed.lock().expect("missed lock");
-                for (job, fire_time, _, _) in fires {
-                    let entry =
-                        missed
-                            .entry(job.name().to_string())
-                            .or_insert_with(|| super::MissedFire {
-                                job: job.clone(),
-                                fire_time,
-                            });
-                    if fire_time < entry.fire_time {
-                        *entry = super::MissedFire { job, fire_time };
-                    }
+                for (job, fire_time, _, _) in &fires {
+                    let earliest = missed.entry(job.name().to_string()).or_insert(*fire_time);
+                    *earliest = (*earliest).min(*fire_time);
                 }
                 return;
             }

@@ -251,8 +251,8 @@ impl Engine {
     /// earliest, so the misfire rules decide them like any missed instants (those still ahead
     /// or within the tolerance fire; of older ones, the latest follows the policy).
     fn recover_missed(&self, schedule: &mut FireSchedule) {
-        for crate::dispatch::MissedFire { job, fire_time } in self.dispatcher.take_missed() {
-            schedule.rewind(job.name().as_str(), fire_time);
+        for (job, fire_time) in self.dispatcher.take_missed() {
+            schedule.rewind(&job, fire_time);
         }
     }
 

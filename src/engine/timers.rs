@@ -218,6 +218,7 @@ impl FireSchedule {
 
     /// Pops up to `limit` jobs whose next fire is at or before `now` (call again while
     /// `has_due` says more are waiting).
+    #[cfg(test)]
     pub fn take_due(&mut self, now: DateTime<Utc>, rules: MisfireRules, limit: usize) -> Step {
         self.take_ahead(now, now, rules, limit)
     }
