@@ -14,6 +14,7 @@
 //!   same transaction as the failure.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::OwnedSemaphorePermit;
@@ -192,8 +193,13 @@ impl Dispatcher {
             .collect();
         let started = Utc::now();
         let first_addr = order[0].addr.to_string();
+        // Set once this attempt's own verdict is written: a RUNNING refused after that was
+        // refused because the row already ended here, not because someone cancelled it.
+        let settled_here = Arc::new(AtomicBool::new(false));
         match lease.start(started, self.lease) {
-            Start::CallFirst => self.write_started(&exec, first_addr, started),
+            Start::CallFirst => {
+                self.write_started(&exec, first_addr, started, settled_here.clone())
+            }
             Start::TakeFirst => {
                 let take = Transition {
                     held_by: Some((self.instance_id().to_string(), lease.since)),
@@ -279,20 +285,32 @@ impl Dispatcher {
                 refused.join("; ")
             )))
         });
-        self.settle(
-            Some(&job),
-            &exec,
-            &[Pending, Running],
-            verdict,
-            Some(started),
-            hold,
-        )
-        .await;
+        if self
+            .settle(
+                Some(&job),
+                &exec,
+                &[Pending, Running],
+                verdict,
+                Some(started),
+                hold,
+            )
+            .await
+        {
+            settled_here.store(true, Ordering::Release);
+        }
     }
 
     /// Writes RUNNING for a call that went out under the lease, in the next batch. A row that
-    /// was cancelled meanwhile gets a cancel request to the executor.
-    fn write_started(self: &Arc<Self>, exec: &Execution, executor: String, at: DateTime<Utc>) {
+    /// was cancelled meanwhile gets a cancel request to the executor. When the RUNNING is
+    /// refused because the attempt's own verdict was written first (`settled_here`; the two
+    /// can be in concurrent batches), there is nothing to ask.
+    fn write_started(
+        self: &Arc<Self>,
+        exec: &Execution,
+        executor: String,
+        at: DateTime<Utc>,
+        settled_here: Arc<AtomicBool>,
+    ) {
         let start = Transition {
             executor_instance: Some(executor),
             start_time: Some(at),
@@ -301,6 +319,7 @@ impl Dispatcher {
         let (this, trace) = (self.clone(), exec.trace_id.clone());
         self.tasks.spawn(async move {
             if let Ok(Applied::No) = this.settler.started(&trace, start).await
+                && !settled_here.load(Ordering::Acquire)
                 && let Ok(Some(now)) = this.store.get_execution(&trace).await
                 && now.status == Cancelled
             {
