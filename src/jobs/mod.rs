@@ -402,6 +402,24 @@ impl JobDefinition {
     pub fn name(&self) -> &JobName {
         &self.spec.name
     }
+
+    /// A job as stored from the API body `body` at `at` (UTC), for unit tests.
+    #[cfg(test)]
+    pub(crate) fn stored(body: Value, at: DateTime<Utc>) -> Self {
+        let req: JobRequest = serde_json::from_value(body).expect("a job body");
+        let spec = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), at)
+            .expect("a valid job");
+        Self {
+            id: 1,
+            spec,
+            source: Default::default(),
+            created_at: at,
+            updated_at: at,
+            created_by: None,
+            updated_by: None,
+            enabled_since: at,
+        }
+    }
 }
 
 #[cfg(test)]
