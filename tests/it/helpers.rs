@@ -276,6 +276,11 @@ pub fn job(name: &str) -> Value {
     })
 }
 
+/// `jobParams` that serialise to `len` bytes (a JSON string).
+pub fn params_of_len(len: usize) -> Value {
+    Value::String("a".repeat(len - 2))
+}
+
 /// The field names of a problem+json validation error.
 pub fn problem_fields(body: &Value) -> Vec<String> {
     body["errors"]
