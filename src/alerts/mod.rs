@@ -373,6 +373,7 @@ mod tests {
             parent_trace_id: None,
             result_message: None,
             error_message: None,
+            job_params: None,
         }
     }
 

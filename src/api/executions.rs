@@ -149,7 +149,8 @@ pub fn execution_not_found(trace_id: &str) -> ApiError {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TriggerRequest {
-    /// Any JSON: replaces the job's `jobParams` for this run and its retries.
+    /// Any JSON (at most 65,535 bytes serialised, as a job's): replaces the job's `jobParams`
+    /// for this run and its retries.
     #[schema(value_type = Option<Value>)]
     pub job_params: Option<serde_json::Value>,
     /// `ip:port` of a live instance of the job's service: every range runs there.
@@ -183,6 +184,9 @@ async fn trigger_job(
         super::extract::parse_json::<Option<TriggerRequest>>(&parts.headers, &body)?
             .unwrap_or_default()
     };
+    if let Some(params) = &request.job_params {
+        crate::jobs::check_job_params(params).map_err(|m| ApiError::field("jobParams", m))?;
+    }
     let executor = request
         .executor
         .as_deref()

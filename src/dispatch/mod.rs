@@ -400,7 +400,7 @@ impl Dispatcher {
         job_name: &str,
         options: TriggerOptions,
     ) -> Result<Vec<Execution>, DispatchError> {
-        let mut job = self.job(job_name).await?;
+        let job = self.job(job_name).await?;
         // The executor chosen for this run is kept even when it was planned under another
         // list: ranges follow `executor` alone.
         let mut executors = self
@@ -416,14 +416,9 @@ impl Dispatcher {
                 ));
             }
         }
-        if let Some(params) = options.job_params {
-            let mut run = (*job).clone();
-            run.spec.job_params = Some(params);
-            job = Arc::new(run);
-        }
         let now = Utc::now();
         let first = self.first_executor(&job, &executors);
-        let rows = rows::fire_rows(
+        let mut rows = rows::fire_rows(
             &job,
             now.trunc_subsecs(0),
             TriggerType::Manual,
@@ -432,6 +427,10 @@ impl Dispatcher {
             self.instance_id(),
             now,
         );
+        for r in &mut rows {
+            // On the row, so that whoever sends it (or its retries) sends the run's params.
+            r.job_params = options.job_params.clone();
+        }
         let FireOutcome::Recorded(recorded) = self.store.record_fire(None, &rows).await? else {
             unreachable!("unclaimed fires are always recorded")
         };

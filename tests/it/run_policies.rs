@@ -10,7 +10,10 @@ use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::helpers::{
+    Backend, TestApp, TestDb, backend_tests, eventually, params_of_len, problem_fields,
+    static_executors,
+};
 use crate::recorder::{Recorder, Reply};
 
 backend_tests!(
@@ -224,6 +227,22 @@ async fn a_trigger_body_sets_params_and_executor(backend: Backend) {
         .await;
     assert_eq!(status, 400, "{problem}");
     assert!(problem.to_string().contains("executor"), "{problem}");
+    // The run's params are stored on its rows: they must fit the column, as a job's.
+    let (status, problem) = app
+        .post(
+            "/api/v1/jobs/by-hand/trigger",
+            &json!({"jobParams": params_of_len(65_536)}),
+        )
+        .await;
+    assert_eq!(status, 400, "{problem}");
+    assert_eq!(problem_fields(&problem), vec!["jobParams"]);
+    let rows = trigger(
+        &app,
+        "by-hand",
+        Some(json!({"jobParams": params_of_len(65_535)})),
+    )
+    .await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
 }
 
 #[derive(Clone, Default)]
