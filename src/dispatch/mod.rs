@@ -393,8 +393,10 @@ impl Dispatcher {
         ))
     }
 
-    /// Fires `job` now on this instance (manual trigger; not subject to ownership or the
-    /// overlap policy), with this run's `jobParams` and executor when given.
+    /// Fires `job` now on this instance, whoever owns it (manual trigger), with this run's
+    /// `jobParams` and executor when given. The job's overlap policy applies as to a cron
+    /// fire: under SKIP, while the job still runs, the rows are recorded SKIPPED and nothing
+    /// is called; under COVER the open executions are cancelled first.
     pub async fn trigger(
         self: &Arc<Self>,
         job_name: &str,
@@ -416,6 +418,7 @@ impl Dispatcher {
                 ));
             }
         }
+        let skipped = self.overlap(&job, |_| false).await;
         let now = Utc::now();
         let first = self.first_executor(&job, &executors);
         let mut rows = rows::fire_rows(
@@ -431,11 +434,15 @@ impl Dispatcher {
             // On the row, so that whoever sends it (or its retries) sends the run's params.
             r.job_params = options.job_params.clone();
         }
+        if let Some(why) = &skipped {
+            rows::skip(&mut rows, why);
+        }
         let FireOutcome::Recorded(recorded) = self.store.record_fire(None, &rows).await? else {
             unreachable!("unclaimed fires are always recorded")
         };
-        metrics::counter!("scheduler_fires_total", "job_name" => job.name().to_string(), "trigger" => "MANUAL").increment(1);
-        self.start_rows(&job, recorded.clone(), None);
+        if self.count_fire(&job, TriggerType::Manual, now, skipped.is_some()) {
+            self.start_rows(&job, recorded.clone(), None);
+        }
         Ok(recorded)
     }
 
