@@ -339,25 +339,14 @@ impl Target {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::{JobRequest, JobSpec, TimeZoneName, TriggerType};
+    use crate::jobs::TriggerType;
 
     fn job(max_retry: i64) -> JobDefinition {
-        let req: JobRequest = serde_json::from_value(serde_json::json!({
+        let body = serde_json::json!({
             "name": "j", "serviceName": "s", "handler": "h", "cron": "0 * * * * ?",
             "maxRetry": max_retry
-        }))
-        .unwrap();
-        JobDefinition {
-            id: 1,
-            spec: JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now())
-                .unwrap(),
-            source: Default::default(),
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-            created_by: None,
-            updated_by: None,
-            enabled_since: Utc::now(),
-        }
+        });
+        JobDefinition::stored(body, Utc::now())
     }
 
     pub(crate) fn execution(status: ExecutionStatus, retry_count: u32) -> Execution {
@@ -384,6 +373,7 @@ mod tests {
             parent_trace_id: None,
             result_message: None,
             error_message: None,
+            job_params: None,
         }
     }
 

@@ -149,22 +149,26 @@ pub fn execution_not_found(trace_id: &str) -> ApiError {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TriggerRequest {
-    /// Any JSON: replaces the job's `jobParams` for this run and its retries.
+    /// Any JSON (at most 65,535 bytes serialised, as a job's): replaces the job's `jobParams`
+    /// for this run and its retries.
     #[schema(value_type = Option<Value>)]
     pub job_params: Option<serde_json::Value>,
     /// `ip:port` of a live instance of the job's service: every range runs there.
     pub executor: Option<String>,
 }
 
-/// Fire a job now, on this instance, whoever owns it (the overlap policy does not apply).
-/// Returns one execution per shard range (PENDING; follow them by trace id). The optional body
-/// sets this run's `jobParams` and executor.
+/// Fire a job now, on this instance, whoever owns it. Returns one execution per shard range
+/// (PENDING; follow them by trace id). The job's `overlapPolicy` applies as to a cron fire:
+/// under `SKIP`, while the job has a PENDING or RUNNING execution, the executions are recorded
+/// `SKIPPED` (their `errorMessage` names the running ones) and no executor is called; under
+/// `COVER` those executions are cancelled first. The optional body sets this run's `jobParams`
+/// (kept by its retries) and executor.
 #[utoipa::path(post, path = "/api/v1/jobs/{name}/trigger", tag = "executions",
     security(("bearerAuth" = ["operator"])),
     params(("name" = String, Path, description = "Job name")),
     request_body(content = Option<TriggerRequest>, description = "Optional: this run's jobParams and executor"),
     responses(
-        (status = 200, description = "The executions created", body = Vec<Execution>),
+        (status = 200, description = "The executions created, one per shard range (SKIPPED ones were not called)", body = Vec<Execution>),
         (status = 400, description = "Invalid body; the field is named", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`executor` is not a live instance of the job's service", body = Problem, content_type = "application/problem+json"),
@@ -183,6 +187,9 @@ async fn trigger_job(
         super::extract::parse_json::<Option<TriggerRequest>>(&parts.headers, &body)?
             .unwrap_or_default()
     };
+    if let Some(params) = &request.job_params {
+        crate::jobs::check_job_params(params).map_err(|m| ApiError::field("jobParams", m))?;
+    }
     let executor = request
         .executor
         .as_deref()

@@ -207,7 +207,8 @@ impl ExecutorClient {
     }
 }
 
-/// The body of the call for execution `e` of `job`, reporting to `report_url`.
+/// The body of the call for execution `e` of `job`, reporting to `report_url`. The row's own
+/// `jobParams` (a manual trigger's, carried by its retries) win over the job's.
 pub fn executor_request(e: &Execution, job: &JobDefinition, report_url: String) -> ExecutorRequest {
     let spec = &job.spec;
     ExecutorRequest {
@@ -223,7 +224,7 @@ pub fn executor_request(e: &Execution, job: &JobDefinition, report_url: String) 
         shard_strategy: spec.shard_strategy.as_str().to_string(),
         retry_count: e.retry_count,
         timeout_seconds: spec.timeout_seconds,
-        job_params: spec.job_params.clone(),
+        job_params: e.job_params.clone().or_else(|| spec.job_params.clone()),
         data_range: spec
             .shard_params
             .data_range(e.shard_start, e.shard_end, e.shard_count)

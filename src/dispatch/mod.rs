@@ -393,14 +393,16 @@ impl Dispatcher {
         ))
     }
 
-    /// Fires `job` now on this instance (manual trigger; not subject to ownership or the
-    /// overlap policy), with this run's `jobParams` and executor when given.
+    /// Fires `job` now on this instance, whoever owns it (manual trigger), with this run's
+    /// `jobParams` and executor when given. The job's overlap policy applies as to a cron
+    /// fire: under SKIP, while the job still runs, the rows are recorded SKIPPED and nothing
+    /// is called; under COVER the open executions are cancelled first.
     pub async fn trigger(
         self: &Arc<Self>,
         job_name: &str,
         options: TriggerOptions,
     ) -> Result<Vec<Execution>, DispatchError> {
-        let mut job = self.job(job_name).await?;
+        let job = self.job(job_name).await?;
         // The executor chosen for this run is kept even when it was planned under another
         // list: ranges follow `executor` alone.
         let mut executors = self
@@ -416,14 +418,10 @@ impl Dispatcher {
                 ));
             }
         }
-        if let Some(params) = options.job_params {
-            let mut run = (*job).clone();
-            run.spec.job_params = Some(params);
-            job = Arc::new(run);
-        }
+        let skipped = self.overlap(&job, |_| false).await;
         let now = Utc::now();
         let first = self.first_executor(&job, &executors);
-        let rows = rows::fire_rows(
+        let mut rows = rows::fire_rows(
             &job,
             now.trunc_subsecs(0),
             TriggerType::Manual,
@@ -432,11 +430,19 @@ impl Dispatcher {
             self.instance_id(),
             now,
         );
+        for r in &mut rows {
+            // On the row, so that whoever sends it (or its retries) sends the run's params.
+            r.job_params = options.job_params.clone();
+        }
+        if let Some(why) = &skipped {
+            rows::skip(&mut rows, why);
+        }
         let FireOutcome::Recorded(recorded) = self.store.record_fire(None, &rows).await? else {
             unreachable!("unclaimed fires are always recorded")
         };
-        metrics::counter!("scheduler_fires_total", "job_name" => job.name().to_string(), "trigger" => "MANUAL").increment(1);
-        self.start_rows(&job, recorded.clone(), None);
+        if self.count_fire(&job, TriggerType::Manual, now, skipped.is_some()) {
+            self.start_rows(&job, recorded.clone(), None);
+        }
         Ok(recorded)
     }
 

@@ -4,11 +4,14 @@
 //!
 //! - Routing: the strategy picks where the range → executor mapping starts; `LEAST_BUSY`
 //!   counts the calls this instance has in flight per executor.
-//! - Overlap, for cron fires (a manual trigger is an operator's explicit wish and always
-//!   runs): `SKIP` records the fire's rows as SKIPPED, uncalled, when the job has a PENDING or
-//!   RUNNING execution; `COVER` cancels those first (each executor is asked to stop), then
-//!   runs the fire. The open executions are read from the database, so this holds across
-//!   instances; the fire claim still makes the fire itself exactly-once.
+//! - Overlap, for every fire (cron, manual trigger, child trigger; a job that must not run
+//!   twice at once is protected from an operator's trigger too, as XXL-JOB's block strategy
+//!   and Quartz's `@DisallowConcurrentExecution` are): `SKIP` records the fire's rows as
+//!   SKIPPED, uncalled, when the job has a PENDING or RUNNING execution; `COVER` cancels
+//!   those first (each executor is asked to stop), then runs the fire. The open executions
+//!   are read from the database, so this holds across instances; the fire claim still makes
+//!   a cron fire itself exactly-once. Retries (automatic, compensation's, an operator's
+//!   retry) continue a run and are not judged again.
 //! - Child jobs: when every range of a fire has ended SUCCESS, each child is triggered once
 //!   (trigger type CHILD, `parentTraceId` the parent execution that completed the fire). The
 //!   child's execution ids derive from the parent fire, so two ranges finishing together, on
@@ -19,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 
-use super::rows::fire_rows;
+use super::rows::{fire_rows, skip};
 use super::{Dispatcher, Hold, Lease, plan};
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
@@ -105,6 +108,24 @@ impl Dispatcher {
         fire_time: DateTime<Utc>,
         hold: Hold,
     ) {
+        let skipped = self.overlap(&job, |_| false).await;
+        self.record_fires(vec![(job, fire_time, hold, skipped)])
+            .await;
+    }
+
+    /// What the job's overlap policy makes of a fire about to be recorded (cron, manual or
+    /// child): `Some(why)` when its rows are to be recorded SKIPPED; under COVER the open
+    /// executions are cancelled here first. Open executions for which `same_fire` holds are
+    /// this very fire, recorded by a racing instance: they neither count nor are cancelled
+    /// (recording this one collides with them on the unique key).
+    pub(super) async fn overlap(
+        self: &Arc<Self>,
+        job: &JobDefinition,
+        same_fire: impl Fn(&Execution) -> bool,
+    ) -> Option<String> {
+        if job.spec.overlap_policy == OverlapPolicy::Allow {
+            return None;
+        }
         let open = match self.store.open_executions(job.name().as_str()).await {
             Ok(open) => open,
             Err(e) => {
@@ -112,31 +133,48 @@ impl Dispatcher {
                 Vec::new()
             }
         };
-        let mut skipped = None;
-        if !open.is_empty() {
-            let traces: Vec<&str> = open.iter().map(|e| e.trace_id.as_str()).collect();
-            match job.spec.overlap_policy {
-                OverlapPolicy::Skip => {
-                    skipped = Some(format!(
-                        "not called: the job still runs {} (overlapPolicy SKIP)",
-                        traces.join(", ")
-                    ));
-                }
-                OverlapPolicy::Cover => {
-                    for exec in &open {
-                        if let Err(e) = self
-                            .cancel(&exec.trace_id, Some("overlapPolicy COVER"))
-                            .await
-                        {
-                            tracing::info!(trace_id = %exec.trace_id, error = %e, "covered execution not cancelled");
-                        }
+        let open: Vec<Execution> = open.into_iter().filter(|e| !same_fire(e)).collect();
+        if open.is_empty() {
+            return None;
+        }
+        match job.spec.overlap_policy {
+            OverlapPolicy::Skip => {
+                let traces: Vec<&str> = open.iter().map(|e| e.trace_id.as_str()).collect();
+                Some(format!(
+                    "not called: the job still runs {} (overlapPolicy SKIP)",
+                    traces.join(", ")
+                ))
+            }
+            OverlapPolicy::Cover => {
+                for exec in &open {
+                    if let Err(e) = self
+                        .cancel(&exec.trace_id, Some("overlapPolicy COVER"))
+                        .await
+                    {
+                        tracing::info!(trace_id = %exec.trace_id, error = %e, "covered execution not cancelled");
                     }
                 }
-                OverlapPolicy::Allow => {}
+                None
             }
+            OverlapPolicy::Allow => None,
         }
-        self.record_fires(vec![(job, fire_time, hold, skipped)])
-            .await;
+    }
+
+    /// Counts a recorded fire; `false` when the overlap policy skipped it (nothing to start).
+    pub(super) fn count_fire(
+        &self,
+        job: &JobDefinition,
+        trigger: TriggerType,
+        fire_time: DateTime<Utc>,
+        skipped: bool,
+    ) -> bool {
+        if skipped {
+            metrics::counter!("scheduler_overlap_skipped_total", "job_name" => job.name().to_string()).increment(1);
+            tracing::info!(job_name = %job.name(), trigger = trigger.as_str(), %fire_time, "fire recorded SKIPPED (overlap policy)");
+        } else {
+            metrics::counter!("scheduler_fires_total", "job_name" => job.name().to_string(), "trigger" => trigger.as_str()).increment(1);
+        }
+        !skipped
     }
 
     /// After a SUCCESS of `ended`: when every range of its fire has succeeded, its job's
@@ -155,17 +193,17 @@ impl Dispatcher {
         job: &Arc<JobDefinition>,
         ended: &Execution,
     ) -> Result<(), StoreError> {
-        let rows = self
+        let fire = self
             .store
             .fire_executions(job.name().as_str(), ended.fire_time)
             .await?;
         // The fire's ranges are those of its first attempts; each must have a SUCCESS.
-        let ranges: BTreeSet<(u32, u32)> = rows
+        let ranges: BTreeSet<(u32, u32)> = fire
             .iter()
             .filter(|e| e.retry_count == 0)
             .map(|e| (e.shard_start, e.shard_end))
             .collect();
-        let succeeded: BTreeSet<(u32, u32)> = rows
+        let succeeded: BTreeSet<(u32, u32)> = fire
             .iter()
             .filter(|e| e.status == ExecutionStatus::Success)
             .map(|e| (e.shard_start, e.shard_end))
@@ -179,13 +217,22 @@ impl Dispatcher {
                 continue;
             };
             let child = Arc::new(child);
+            // The child's rows of this parent fire, should a racing instance have written
+            // them first: they are this trigger, not an overlapping run.
+            let this_fire = |e: &Execution| {
+                e.trigger_type == TriggerType::Child
+                    && e.parent_trace_id
+                        .as_deref()
+                        .is_some_and(|p| fire.iter().any(|r| r.trace_id == p))
+            };
+            let skipped = self.overlap(&child, this_fire).await;
             let executors = self
                 .discovery
                 .executors(child.spec.service_name.as_str())
                 .await;
             let first = self.first_executor(&child, &executors);
             let now = Utc::now();
-            let rows: Vec<_> = fire_rows(
+            let mut rows: Vec<_> = fire_rows(
                 &child,
                 now,
                 TriggerType::Child,
@@ -207,11 +254,15 @@ impl Dispatcher {
                 r
             })
             .collect();
+            if let Some(why) = &skipped {
+                skip(&mut rows, why);
+            }
             match self.store.record_fire(None, &rows).await {
                 Ok(FireOutcome::Recorded(recorded)) => {
-                    metrics::counter!("scheduler_fires_total", "job_name" => child.name().to_string(), "trigger" => "CHILD").increment(1);
                     tracing::info!(child = %child.name(), parent_trace_id = %ended.trace_id, "child job triggered");
-                    self.start_rows(&child, recorded, None);
+                    if self.count_fire(&child, TriggerType::Child, now, skipped.is_some()) {
+                        self.start_rows(&child, recorded, None);
+                    }
                 }
                 Ok(FireOutcome::AlreadyFired) | Err(StoreError::Duplicate(_)) => {}
                 Err(e) => return Err(e),
@@ -246,10 +297,7 @@ impl Dispatcher {
                 now,
             );
             if let Some(why) = skipped {
-                for r in &mut rows {
-                    r.status = ExecutionStatus::Skipped;
-                    r.error_message = Some(why.clone());
-                }
+                skip(&mut rows, why);
             }
             records.push((claim, rows));
         }
@@ -267,12 +315,10 @@ impl Dispatcher {
         };
         for ((job, fire_time, hold, skipped), outcome) in fires.into_iter().zip(outcomes) {
             match outcome {
-                FireOutcome::Recorded(rows) if skipped.is_some() => {
-                    metrics::counter!("scheduler_overlap_skipped_total", "job_name" => job.name().to_string()).increment(1);
-                    tracing::info!(job_name = %job.name(), %fire_time, rows = rows.len(), "fire recorded SKIPPED (overlap policy)");
-                }
                 FireOutcome::Recorded(rows) => {
-                    metrics::counter!("scheduler_fires_total", "job_name" => job.name().to_string(), "trigger" => "CRON").increment(1);
+                    if !self.count_fire(&job, TriggerType::Cron, fire_time, skipped.is_some()) {
+                        continue;
+                    }
                     if fire_time > Utc::now() {
                         self.start_at_instant(super::ahead::WaitingFire {
                             job,

@@ -13,7 +13,8 @@ use crate::jobs::{
 /// One PENDING row per shard range over the live executors (range `i` planned for executor
 /// `first + i`, the routing strategy's choice), held by `me` from `now` (a cron fire recorded
 /// ahead of its instant: from the instant); or a single FAILED
-/// row when there is no executor at all (the retry policy then applies to it).
+/// row when there is no executor at all (the retry policy then applies to it). The rows use
+/// the job's `jobParams`; a trigger with its own sets them on the rows.
 pub fn fire_rows(
     job: &JobDefinition,
     fire_time: DateTime<Utc>,
@@ -51,6 +52,7 @@ pub fn fire_rows(
             retry_count: 0,
             parent_trace_id: None,
             error_message: None,
+            job_params: None,
         }
     };
     let ranges = plan::assign(shard_count, executors.len(), first);
@@ -122,6 +124,16 @@ fn successor(parent: &Execution, trigger: TriggerType, trace_id: String, me: &st
         retry_count: parent.retry_count,
         parent_trace_id: Some(parent.trace_id.clone()),
         error_message: None,
+        // A retry or re-run is the same run: it sends the same params.
+        job_params: parent.job_params.clone(),
+    }
+}
+
+/// Records a fire's rows as SKIPPED, uncalled, for `why` (the overlap policy).
+pub fn skip(rows: &mut [NewExecution], why: &str) {
+    for r in rows {
+        r.status = ExecutionStatus::Skipped;
+        r.error_message = Some(why.to_string());
     }
 }
 
@@ -130,4 +142,53 @@ pub fn no_executor(job: &JobDefinition) -> String {
         "no executor instance available for service `{}`",
         job.spec.service_name
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::InstanceAddr;
+    use crate::dispatch::client::executor_request;
+
+    /// A manual run of a job with its own params, recorded and failed.
+    fn failed_run(params: Option<serde_json::Value>) -> (JobDefinition, Execution) {
+        let now: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let job = JobDefinition::stored(
+            serde_json::json!({"name": "j", "serviceName": "s", "handler": "h",
+                "cron": "0 0 3 * * ?", "jobParams": {"day": "monday"}}),
+            now,
+        );
+        let executor = ExecutorInstance {
+            addr: InstanceAddr::parse("10.0.0.1:9999").unwrap(),
+            path_prefix: None,
+        };
+        let mut row = fire_rows(&job, now, TriggerType::Manual, &[executor], 0, "me", now)
+            .pop()
+            .unwrap();
+        row.job_params = params;
+        row.status = ExecutionStatus::Failed;
+        (job, row.recorded(1))
+    }
+
+    #[test]
+    fn a_runs_params_go_to_its_retries_and_win_over_the_jobs() {
+        let friday = serde_json::json!({"day": "friday"});
+        let (job, run) = failed_run(Some(friday.clone()));
+        let now = run.trigger_time;
+        let retry = retry_row(&run, "me", now, now, TriggerType::Retry).recorded(2);
+        let rerun = rerun_row(&run, "me", now).recorded(3);
+        let compensated = retry_row(&run, "other", now, now, TriggerType::Compensation);
+        for exec in [&run, &retry, &rerun, &compensated.recorded(4)] {
+            let sent = executor_request(exec, &job, String::new());
+            assert_eq!(sent.job_params, Some(friday.clone()), "{}", exec.trace_id);
+        }
+        // Without its own, a run sends the job's.
+        let (job, plain) = failed_run(None);
+        let retry = retry_row(&plain, "me", now, now, TriggerType::Retry).recorded(2);
+        assert_eq!(retry.job_params, None);
+        assert_eq!(
+            executor_request(&retry, &job, String::new()).job_params,
+            Some(serde_json::json!({"day": "monday"}))
+        );
+    }
 }

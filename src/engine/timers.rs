@@ -364,34 +364,16 @@ fn owed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::{JobRequest, JobSpec, TimeZoneName};
 
     fn t(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
     }
 
     fn job(name: &str, cron: &str, policy: &str, updated: &str) -> Arc<JobDefinition> {
-        let req: JobRequest = serde_json::from_value(serde_json::json!({
+        let body = serde_json::json!({
             "name": name, "serviceName": "s", "handler": "h", "cron": cron, "misfirePolicy": policy
-        }))
-        .unwrap();
-        let spec = JobSpec::parse(
-            req,
-            None,
-            TimeZoneName::parse("UTC").unwrap(),
-            t("2020-01-01T00:00:00Z"),
-        )
-        .unwrap();
-        Arc::new(JobDefinition {
-            id: 1,
-            spec,
-            source: Default::default(),
-            created_at: t(updated),
-            updated_at: t(updated),
-            enabled_since: t(updated),
-            created_by: None,
-            updated_by: None,
-        })
+        });
+        Arc::new(JobDefinition::stored(body, t(updated)))
     }
 
     const RULES: MisfireRules = MisfireRules {

@@ -196,6 +196,8 @@ pub struct NewExecution {
     pub retry_count: u32,
     pub parent_trace_id: Option<String>,
     pub error_message: Option<String>,
+    /// This run's own `jobParams` (a manual trigger's), or `None` for the job's.
+    pub job_params: Option<serde_json::Value>,
 }
 
 impl NewExecution {
@@ -224,6 +226,7 @@ impl NewExecution {
             parent_trace_id: self.parent_trace_id,
             result_message: None,
             error_message: self.error_message,
+            job_params: self.job_params,
         }
     }
 }
@@ -254,6 +257,12 @@ pub struct Execution {
     pub parent_trace_id: Option<String>,
     pub result_message: Option<String>,
     pub error_message: Option<String>,
+    /// The `jobParams` this run sends instead of the job's (a manual trigger's override,
+    /// carried by its retries); `None`: the job's own. On the row so that whoever sends it to
+    /// an executor (compensation on another instance included) sends the run's params. Not
+    /// part of the API answer.
+    #[serde(skip)]
+    pub job_params: Option<serde_json::Value>,
 }
 
 #[cfg(test)]

@@ -206,7 +206,18 @@ pub const MAX_SHARD_COUNT: i64 = 10_000;
 pub const MAX_TIMEOUT_SECONDS: i64 = 86_400;
 pub const MAX_RETRY: i64 = 100;
 pub const MAX_DESCRIPTION: usize = 500;
-pub const MAX_JOB_PARAMS_BYTES: usize = 64 * 1024;
+/// What a MySQL `TEXT` column (`job_params`) holds: one byte more fails the write there.
+pub const MAX_JOB_PARAMS_BYTES: usize = 65_535;
+
+/// A `jobParams` value, a job's or one run's (a manual trigger's), must fit its column.
+pub fn check_job_params(params: &Value) -> Result<(), String> {
+    if params.to_string().len() > MAX_JOB_PARAMS_BYTES {
+        return Err(format!(
+            "must serialise to at most {MAX_JOB_PARAMS_BYTES} bytes"
+        ));
+    }
+    Ok(())
+}
 
 impl JobSpec {
     /// Validates every field of `req`. `name` is the path name on update.
@@ -273,15 +284,8 @@ impl JobSpec {
             _ => None,
         };
         let job_params = req.job_params.filter(|v| !v.is_null());
-        if let Some(p) = &job_params
-            && p.to_string().len() > MAX_JOB_PARAMS_BYTES
-        {
-            check(
-                "jobParams",
-                Err(format!(
-                    "must serialise to at most {MAX_JOB_PARAMS_BYTES} bytes"
-                )),
-            );
+        if let Some(p) = &job_params {
+            check("jobParams", check_job_params(p));
         }
         let timeout = in_range(req.timeout_seconds.unwrap_or(300), 1, MAX_TIMEOUT_SECONDS)
             .map_err(|m| check("timeoutSeconds", Err(m)))
@@ -401,6 +405,24 @@ pub struct JobDefinition {
 impl JobDefinition {
     pub fn name(&self) -> &JobName {
         &self.spec.name
+    }
+
+    /// A job as stored from the API body `body` at `at` (UTC), for unit tests.
+    #[cfg(test)]
+    pub(crate) fn stored(body: Value, at: DateTime<Utc>) -> Self {
+        let req: JobRequest = serde_json::from_value(body).expect("a job body");
+        let spec = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), at)
+            .expect("a valid job");
+        Self {
+            id: 1,
+            spec,
+            source: Default::default(),
+            created_at: at,
+            updated_at: at,
+            created_by: None,
+            updated_by: None,
+            enabled_since: at,
+        }
     }
 }
 

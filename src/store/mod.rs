@@ -28,7 +28,7 @@ pub use sqlite::SqliteStore;
 /// Fire claims deleted per statement when purging.
 const PURGE_CHUNK: i64 = 5000;
 
-/// Rows per multi-row INSERT (16 bound values each stays far below every placeholder limit).
+/// Rows per multi-row INSERT (17 bound values each stays far below every placeholder limit).
 const MULTI_ROW: usize = 500;
 
 /// How long the tombstone of a deleted job stays in the change log (a day). An engine that

@@ -146,6 +146,7 @@ pub struct ExecutionRow {
     pub parent_trace_id: Option<String>,
     pub result_message: Option<String>,
     pub error_message: Option<String>,
+    pub job_params: Option<String>,
 }
 
 impl TryFrom<ExecutionRow> for Execution {
@@ -165,6 +166,7 @@ impl TryFrom<ExecutionRow> for Execution {
             shard_end: uint("shard_end", r.shard_end)?,
             shard_count: uint("shard_count", r.shard_count)?,
             retry_count: uint("retry_count", r.retry_count)?,
+            job_params: json(r.job_params, &row, "job_params")?,
             execution_id: r.execution_id,
             trace_id: r.trace_id,
             job_name: r.job_name,

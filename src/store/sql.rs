@@ -18,7 +18,8 @@ macro_rules! execution_columns {
     () => {
         "id, execution_id, trace_id, job_name, trigger_type, fire_time, scheduler_instance, \
          executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, start_time, \
-         finish_time, duration_ms, status, retry_count, parent_trace_id, result_message, error_message"
+         finish_time, duration_ms, status, retry_count, parent_trace_id, result_message, error_message, \
+         job_params"
     };
 }
 
@@ -285,7 +286,7 @@ macro_rules! sql_store {
                     let mut qb = sqlx::QueryBuilder::<$db>::new(
                         "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, \
                          scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status, \
-                         retry_count, parent_trace_id, error_message) ",
+                         retry_count, parent_trace_id, error_message, job_params) ",
                     );
                     qb.push_values(chunk, |mut b, r| {
                         b.push_bind(r.execution_id.clone())
@@ -303,7 +304,8 @@ macro_rules! sql_store {
                             .push_bind(r.status.as_str())
                             .push_bind(r.retry_count as i32)
                             .push_bind(r.parent_trace_id.clone())
-                            .push_bind(r.error_message.clone());
+                            .push_bind(r.error_message.clone())
+                            .push_bind(r.job_params.as_ref().map(|v| v.to_string()));
                     });
                     qb.build().execute(&mut **tx).await.map_err($crate::store::StoreError::from_write)?;
                     let mut select = sqlx::QueryBuilder::<$db>::new("SELECT id, trace_id FROM job_execution WHERE trace_id IN (");

@@ -209,6 +209,7 @@ fn execution(job: &str, status: ExecutionStatus, retry_count: u32) -> Execution 
         parent_trace_id: None,
         result_message: None,
         error_message: (status != ExecutionStatus::Success).then(|| "HTTP 500: boom".to_string()),
+        job_params: None,
     }
 }
 

@@ -273,6 +273,7 @@ async fn result_reports_need_a_signature_or_operator(backend: Backend) {
             retry_count: 0,
             parent_trace_id: None,
             error_message: None,
+            job_params: None,
         };
         app.store.record_fire(None, &[row]).await.unwrap();
         let start = Transition {

@@ -41,6 +41,7 @@ fn row(
         retry_count: 0,
         parent_trace_id: None,
         error_message: None,
+        job_params: None,
     }
 }
 

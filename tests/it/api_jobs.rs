@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{Backend, TestApp, backend_tests, job};
+use crate::helpers::{Backend, TestApp, backend_tests, job, params_of_len, problem_fields};
 
 backend_tests!(
     create_then_get_returns_the_job_with_defaults,
@@ -12,6 +12,7 @@ backend_tests!(
     delete_removes_the_job,
     enable_and_disable,
     sharded_job_params_round_trip,
+    job_params_fit_their_column,
 );
 
 async fn create_then_get_returns_the_job_with_defaults(backend: Backend) {
@@ -184,4 +185,19 @@ async fn sharded_job_params_round_trip(backend: Backend) {
     assert_eq!(created["shardParams"], json!({"start": 1, "end": 1000000}));
     let (_, got) = app.get("/api/v1/jobs/id-range").await;
     assert_eq!(got["shardStrategy"], "RANGE");
+}
+
+/// `jobParams` are stored in a `TEXT` column: 65,535 bytes fit on every backend, one more is
+/// a 400 naming the field (not a database error).
+async fn job_params_fit_their_column(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut j = job("big-params");
+    j["jobParams"] = params_of_len(65_535);
+    let created = app.create_job(&j).await;
+    assert_eq!(created["jobParams"], j["jobParams"]);
+    let mut j = job("too-big-params");
+    j["jobParams"] = params_of_len(65_536);
+    let (status, problem) = app.post("/api/v1/jobs", &j).await;
+    assert_eq!(status, 400, "{problem}");
+    assert_eq!(problem_fields(&problem), vec!["jobParams"]);
 }

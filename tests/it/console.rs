@@ -202,6 +202,7 @@ async fn overview_counts_the_last_hour(backend: Backend) {
             retry_count: 0,
             parent_trace_id: None,
             error_message: None,
+            job_params: None,
         };
         app.store.record_fire(None, &[row]).await.unwrap();
         let start = Transition {

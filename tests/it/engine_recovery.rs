@@ -1,4 +1,5 @@
-//! Recovery: compensation of abandoned rows, and misfire handling across a restart.
+//! Recovery: compensation of abandoned rows, and misfire handling across a restart. A manual
+//! run's own `jobParams` reach the executor whoever dispatches its row or its retries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use jobflow::store::{FireOutcome, Transition};
 use serde_json::json;
 
 use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
-use crate::recorder::Recorder;
+use crate::recorder::{Recorder, Reply};
 
 backend_tests!(
     compensation_times_out_stuck_running_rows_and_retries,
@@ -17,6 +18,8 @@ backend_tests!(
     a_call_that_never_arrived_is_sent_again_without_spending_a_retry,
     a_run_lost_to_an_executor_restart_is_retried,
     restart_between_fires_follows_the_misfire_policy,
+    a_manual_runs_params_reach_the_executor_when_another_instance_dispatches_it,
+    retries_of_a_manual_run_keep_its_params_on_any_instance,
 );
 
 async fn compensating_app(backend: Backend, rec: &Recorder) -> TestApp {
@@ -59,6 +62,7 @@ async fn abandoned_row(
         retry_count: 0,
         parent_trace_id: None,
         error_message: None,
+        job_params: None,
     };
     assert!(matches!(
         app.store.record_fire(None, &[row]).await.unwrap(),
@@ -280,4 +284,162 @@ async fn a_run_lost_to_an_executor_restart_is_retried(backend: Backend) {
     })
     .await;
     assert_eq!(retry["triggerType"], "COMPENSATION");
+}
+
+/// An instance on `db` whose service `svc` is `rec`, with compensation looking often (a lease
+/// is 2 s) and no grace period on shutdown, and `tweak` on top. Instances of one test run one
+/// after the other, as a scheduler and its replacement.
+async fn instance_on(
+    db: &Arc<TestDb>,
+    rec: &Recorder,
+    tweak: impl FnOnce(&mut jobflow::Settings),
+) -> TestApp {
+    let addr = vec![rec.addr.clone()];
+    TestApp::spawn_with(db.clone(), move |s| {
+        s.executors.static_ = static_executors("svc", &addr);
+        s.compensation.pending_grace_seconds = 2;
+        s.compensation.recovery_interval_millis = 200;
+        s.server.shutdown_grace_seconds = 0;
+        tweak(s);
+    })
+    .await
+}
+
+/// A job whose own params are `{"day": "monday"}`, triggered by hand with the run's own
+/// `{"day": "friday"}`; the trace id of its single execution.
+async fn trigger_on_friday(app: &TestApp, job: &serde_json::Value) -> String {
+    let mut job = job.clone();
+    job["jobParams"] = json!({"day": "monday"});
+    app.create_job(&job).await;
+    let name = job["name"].as_str().unwrap();
+    let (status, rows) = app
+        .post(
+            &format!("/api/v1/jobs/{name}/trigger"),
+            &json!({"jobParams": {"day": "friday"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{rows}");
+    rows[0]["traceId"].as_str().unwrap().to_string()
+}
+
+/// The first instance takes a manual trigger with its own params, and stops before calling
+/// (its only call slot is busy); the second instance's compensation dispatches the PENDING
+/// row once the lease ran out, and sends the trigger's params, not the job's.
+async fn a_manual_runs_params_reach_the_executor_when_another_instance_dispatches_it(
+    backend: Backend,
+) {
+    let rec = Recorder::slow_for("busy", Duration::from_secs(20)).await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let first = instance_on(&db, &rec, |s| {
+        s.executor.max_in_flight = 1.try_into().unwrap();
+    })
+    .await;
+    first.create_job(&json!({"name": "blocker", "serviceName": "svc", "handler": "busy", "cron": "0 0 3 1 1 ?", "timeoutSeconds": 60, "maxRetry": 0})).await;
+    let (status, _) = first.post("/api/v1/jobs/blocker/trigger", &json!({})).await;
+    assert_eq!(status, 200);
+    eventually(Duration::from_secs(10), "the call slot taken", || async {
+        (rec.calls().len() == 1).then_some(())
+    })
+    .await;
+    let trace = trigger_on_friday(
+        &first,
+        &json!({"name": "by-hand", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?"}),
+    )
+    .await;
+    let store = first.store.clone();
+    first.stop().await;
+    let row = store.get_execution(&trace).await.unwrap().unwrap();
+    assert_eq!(
+        row.status,
+        ExecutionStatus::Pending,
+        "left for compensation"
+    );
+    assert!(rec.calls().iter().all(|c| c.trace_id() != trace));
+
+    let second = instance_on(&db, &rec, |_| {}).await;
+    second
+        .execution_in(&trace, "SUCCESS", Duration::from_secs(20))
+        .await;
+    let calls: Vec<_> = rec
+        .calls()
+        .into_iter()
+        .filter(|c| c.trace_id() == trace)
+        .collect();
+    assert_eq!(calls.len(), 1, "called once");
+    assert_eq!(calls[0].body["jobParams"], json!({"day": "friday"}));
+    assert_eq!(calls[0].header("x-retry-count"), "0");
+}
+
+/// A failed manual run with its own params: its automatic retry, dispatched by another
+/// instance after the first stopped during the backoff, and an operator's retry of it both
+/// send the run's params.
+async fn retries_of_a_manual_run_keep_its_params_on_any_instance(backend: Backend) {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let rec = Recorder::with(move |_| {
+        if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            Reply::status(500, "first attempt fails")
+        } else {
+            Reply::ok()
+        }
+    })
+    .await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let first = instance_on(&db, &rec, |s| {
+        // The retry is due well after the first instance stopped.
+        s.scheduler.retry_backoff_millis = 6000u64.try_into().unwrap();
+        s.scheduler.retry_backoff_max_millis = 6000u64.try_into().unwrap();
+    })
+    .await;
+    let trace = trigger_on_friday(&first, &json!({"name": "by-hand", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "maxRetry": 1})).await;
+    let retry = eventually(Duration::from_secs(10), "the retry row", || async {
+        first
+            .executions("by-hand")
+            .await
+            .into_iter()
+            .find(|r| r["parentTraceId"] == trace.as_str())
+    })
+    .await;
+    first.stop().await;
+    assert_eq!(retry["status"], "PENDING", "{retry}");
+    assert_eq!(retry["triggerType"], "RETRY");
+    let retry = retry["traceId"].as_str().unwrap().to_string();
+
+    let second = instance_on(&db, &rec, |_| {}).await;
+    second
+        .execution_in(&retry, "SUCCESS", Duration::from_secs(20))
+        .await;
+    let (status, rerun) = second
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/retry"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{rerun}");
+    let rerun = rerun["traceId"].as_str().unwrap().to_string();
+    second
+        .execution_in(&rerun, "SUCCESS", Duration::from_secs(10))
+        .await;
+    let sent: Vec<(String, String, serde_json::Value)> = rec
+        .calls()
+        .iter()
+        .map(|c| {
+            let retries = c.header("x-retry-count").to_string();
+            (
+                c.trace_id().to_string(),
+                retries,
+                c.body["jobParams"].clone(),
+            )
+        })
+        .collect();
+    let friday = json!({"day": "friday"});
+    assert_eq!(
+        sent,
+        vec![
+            (trace, "0".into(), friday.clone()),
+            (retry, "1".into(), friday.clone()),
+            (rerun, "1".into(), friday)
+        ],
+        "every attempt sends the run's params"
+    );
 }

@@ -221,6 +221,16 @@ impl TestApp {
         page["content"].as_array().cloned().unwrap_or_default()
     }
 
+    /// Execution `trace` once it is in `status` (waiting up to `within`).
+    pub async fn execution_in(&self, trace: &str, status: &str, within: Duration) -> Value {
+        let what = format!("execution {trace} {status}");
+        eventually(within, &what, || async {
+            let (_, e) = self.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+            (e["status"] == status).then_some(e)
+        })
+        .await
+    }
+
     pub async fn metrics(&self) -> String {
         self.client
             .get(self.url("/metrics"))
@@ -274,6 +284,11 @@ pub fn job(name: &str) -> Value {
         "handler": "syncOrders",
         "cron": "0 0 2 * * ?",
     })
+}
+
+/// `jobParams` that serialise to `len` bytes (a JSON string).
+pub fn params_of_len(len: usize) -> Value {
+    Value::String("a".repeat(len - 2))
 }
 
 /// The field names of a problem+json validation error.

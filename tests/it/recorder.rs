@@ -119,6 +119,18 @@ impl Recorder {
         Self { addr, shared, stop }
     }
 
+    /// Answers calls of `handler` after `delay` (a run that lasts), others at once.
+    pub async fn slow_for(handler: &'static str, delay: Duration) -> Self {
+        Self::with(move |c| {
+            if c.handler == handler {
+                Reply::slow(delay)
+            } else {
+                Reply::ok()
+            }
+        })
+        .await
+    }
+
     pub fn calls(&self) -> Vec<RecordedCall> {
         self.shared.calls.lock().unwrap().clone()
     }

@@ -44,6 +44,7 @@ fn row(job: &str, n: usize, trigger: DateTime<Utc>, status: ExecutionStatus) -> 
         retry_count: 0,
         parent_trace_id: None,
         error_message: None,
+        job_params: None,
     }
 }
 

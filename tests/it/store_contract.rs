@@ -51,6 +51,7 @@ fn row(job: &str, fire: chrono::DateTime<Utc>, start: u32, end: u32) -> NewExecu
         retry_count: 0,
         parent_trace_id: None,
         error_message: None,
+        job_params: None,
     }
 }
 

@@ -173,7 +173,9 @@ export async function jobPage(name, params) {
           }
           const created = await api('POST', `/jobs/${enc(name)}/trigger`, body);
           mount(status);
-          flash(t('job.triggered', { n: created.length }));
+          // The overlap policy may have skipped the run: its executions say so.
+          const skipped = created.every((e) => e.status === 'SKIPPED');
+          flash(t(skipped ? 'job.skipped' : 'job.triggered', { n: created.length }));
           historyPage = 0;
           await drawHistory();
         }),
