@@ -17,6 +17,8 @@
 #   BENCH_RETENTION_JOBS=1000        one-second jobs running meanwhile (executions per second)
 #   BENCH_RETENTION_SECONDS=60       length of each retention-off / retention-on window
 #   BENCH_RETENTION_PAIRS=3          alternating off/on window pairs before the purge runs alone
+#   BENCH_RETENTION_BUFFER_POOL_MIB= the InnoDB buffer pool for the retention run (MiB, restored
+#                                    after); empty keeps the server's
 #   BENCH_ONLY="precision cluster"   run only these groups (startup precision throughput burst
 #                                    idle cluster retention)
 # Results: target/bench-results/<UTC time>/ (results.md and CSVs), plot: docs/benchmarks.png.
@@ -38,6 +40,7 @@ RET_ROWS="${BENCH_RETENTION_ROWS:-10000000}"
 RET_JOBS="${BENCH_RETENTION_JOBS:-1000}"
 RET_SECS="${BENCH_RETENTION_SECONDS:-60}"
 RET_PAIRS="${BENCH_RETENTION_PAIRS:-3}"
+RET_POOL="${BENCH_RETENTION_BUFFER_POOL_MIB:-}"
 ONLY="${BENCH_ONLY:-startup precision throughput burst idle cluster retention}"
 
 ensure_mariadb
@@ -116,7 +119,8 @@ if wants cluster; then
 fi
 if wants retention; then
     echo "load before the retention run: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$results"
-    run retention --rows "$RET_ROWS" --jobs "$RET_JOBS" --seconds "$RET_SECS" --pairs "$RET_PAIRS"
+    run retention --rows "$RET_ROWS" --jobs "$RET_JOBS" --seconds "$RET_SECS" --pairs "$RET_PAIRS" \
+        ${RET_POOL:+--buffer-pool-mib "$RET_POOL"}
 fi
 
 "$VENV/bin/python" scripts/plot-bench.py "$out" docs/benchmarks.png

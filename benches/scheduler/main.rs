@@ -12,7 +12,7 @@
 //! cargo bench --bench scheduler -- peer-tcs --jobs 1000
 //! cargo bench --bench scheduler -- peer-ratchjob --jobs 1000 [--shards 10] [--seconds 300]
 //! cargo bench --bench scheduler -- floor --jobs 1000
-//! cargo bench --bench scheduler -- retention --rows 10000000 --jobs 1000 --seconds 60 --pairs 3
+//! cargo bench --bench scheduler -- retention --rows 10000000 --jobs 1000 --seconds 60 --pairs 3 [--buffer-pool-mib 6144]
 //! ```
 //! `--out DIR` appends each result as a CSV line under DIR (the plot script reads them).
 //! `JOBFLOW_TEST_MYSQL_URL` picks the server (default `mysql://root@127.0.0.1:3306`; a
@@ -71,6 +71,9 @@ pub struct Args {
     pub pairs: usize,
     /// retention: at most this long with the purge running.
     pub max_seconds: u64,
+    /// retention: the server's InnoDB buffer pool for the run (MiB; restored after), instead
+    /// of whatever it has.
+    pub buffer_pool_mib: Option<u64>,
 }
 
 fn args() -> Args {
@@ -90,6 +93,7 @@ fn args() -> Args {
         rows: 10_000_000,
         pairs: 3,
         max_seconds: 3600,
+        buffer_pool_mib: None,
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
@@ -109,6 +113,13 @@ fn args() -> Args {
             "--pairs" => a.pairs = value("--pairs").parse().expect("--pairs N"),
             "--max-seconds" => {
                 a.max_seconds = value("--max-seconds").parse().expect("--max-seconds N")
+            }
+            "--buffer-pool-mib" => {
+                a.buffer_pool_mib = Some(
+                    value("--buffer-pool-mib")
+                        .parse()
+                        .expect("--buffer-pool-mib N"),
+                )
             }
             "--sqlite" => a.sqlite = true,
             "--distinct" => a.distinct = true,

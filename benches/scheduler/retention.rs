@@ -62,9 +62,17 @@ pub async fn run(a: &Args) {
     let (executors, calls) = recorder(1).await;
     let db = Database::create(false).await;
     let mut conn = MySqlConnection::connect(&db.url).await.unwrap();
+    let pool_before = buffer_pool(&mut conn).await;
+    if let Some(mib) = a.buffer_pool_mib {
+        resize_buffer_pool(&mut conn, mib << 20).await;
+    }
     println!(
-        "# retention — {} rows older than the window, {} one-second jobs, {} s windows, {} A/B pairs",
-        a.rows, a.jobs, a.seconds, a.pairs
+        "# retention — {} rows older than the window, {} one-second jobs, {} s windows, {} A/B pairs, {} MiB InnoDB buffer pool",
+        a.rows,
+        a.jobs,
+        a.seconds,
+        a.pairs,
+        buffer_pool(&mut conn).await >> 20
     );
     // The migrations, through the binary.
     Jobflow::start_with(&db.url, &executors, &off()).stop();
@@ -147,6 +155,9 @@ pub async fn run(a: &Args) {
         .await
         .unwrap();
     let purged = rows - left as u64;
+    if a.buffer_pool_mib.is_some() {
+        resize_buffer_pool(&mut conn, pool_before).await;
+    }
     report(a, &windows);
     let a_p99 = phase_stats(&windows, Phase::A).p(0.99);
     let b_p99 = phase_stats(&windows, Phase::B).p(0.99);
@@ -176,6 +187,38 @@ pub async fn run(a: &Args) {
                 .unwrap_or_default(),
         ),
     );
+}
+
+async fn buffer_pool(conn: &mut MySqlConnection) -> u64 {
+    sqlx::query_scalar("SELECT @@GLOBAL.innodb_buffer_pool_size")
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+/// Resizes the server's buffer pool (online in MariaDB 10.2+ and MySQL 5.7+) and waits until
+/// the resize is done.
+async fn resize_buffer_pool(conn: &mut MySqlConnection, bytes: u64) {
+    sqlx::query("SET GLOBAL innodb_buffer_pool_size = ?")
+        .bind(bytes)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    for _ in 0..300 {
+        let status: Option<(String, String)> =
+            sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_resize_status'")
+                .fetch_optional(&mut *conn)
+                .await
+                .unwrap();
+        let busy = status.is_some_and(|(_, s)| {
+            !s.is_empty() && !s.starts_with("Completed") && !s.contains("Size did not change")
+        });
+        if !busy {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("the buffer pool resize did not complete within 300 s");
 }
 
 fn off() -> Vec<(&'static str, String)> {
