@@ -70,7 +70,7 @@ pub struct JobContext {
     pub execution_id: String,
     pub job_name: String,
     pub handler: String,
-    /// CRON, MANUAL, RETRY or COMPENSATION.
+    /// CRON, MANUAL, RETRY, COMPENSATION or CHILD.
     pub trigger_type: String,
     pub fire_time: DateTime<Utc>,
     pub shard_start: u32,

@@ -39,7 +39,7 @@ pub struct ExecutorRequest {
     pub execution_id: String,
     pub job_name: String,
     pub handler: String,
-    /// CRON, MANUAL, RETRY or COMPENSATION.
+    /// CRON, MANUAL, RETRY, COMPENSATION or CHILD.
     pub trigger_type: String,
     /// The scheduled instant this execution belongs to.
     pub fire_time: DateTime<Utc>,
