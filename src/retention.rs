@@ -11,7 +11,8 @@
 //! compensation to settle. Rows of deleted jobs age out by `execution_days`; the per-job cap
 //! walks the jobs that exist.
 //!
-//! Metric: `retention_purged_executions_total{reason}` with `reason` = `age` | `per_job_cap`.
+//! Metric: `retention_purged_executions_total{reason}` with `reason` = `age` | `per_job_cap`,
+//! counted as each chunk is deleted.
 
 use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
@@ -150,24 +151,27 @@ impl Retention {
 
     /// One pass: the age window, then the per-job cap.
     pub async fn pass(&self) -> Result<Purged, StoreError> {
-        let pace = PurgePace {
+        let pace = |reason: &'static str| PurgePace {
             chunk: self.settings.chunk_size.get(),
             pause_factor: self.settings.pause_factor,
+            purged: metrics::counter!("retention_purged_executions_total", "reason" => reason),
         };
         let mut purged = Purged::default();
         if self.settings.execution_days > 0 {
             let cutoff = Utc::now() - chrono::Duration::days(self.settings.execution_days.into());
-            purged.by_age = self.store.purge_executions_before(cutoff, pace).await?;
-            metrics::counter!("retention_purged_executions_total", "reason" => "age")
-                .increment(purged.by_age);
+            purged.by_age = self
+                .store
+                .purge_executions_before(cutoff, pace("age"))
+                .await?;
         }
         let keep = self.settings.max_executions_per_job;
         if keep > 0 {
+            let pace = pace("per_job_cap");
             for job in self.store.job_names().await? {
-                let n = self.store.cap_job_executions(&job, keep, pace).await?;
-                metrics::counter!("retention_purged_executions_total", "reason" => "per_job_cap")
-                    .increment(n);
-                purged.by_cap += n;
+                purged.by_cap += self
+                    .store
+                    .cap_job_executions(&job, keep, pace.clone())
+                    .await?;
             }
         }
         Ok(purged)
@@ -188,6 +192,7 @@ mod tests {
         let pace = PurgePace {
             chunk: s.chunk_size.get(),
             pause_factor: s.pause_factor,
+            purged: metrics::Counter::noop(),
         };
         assert_eq!(
             pace.pause_after(Duration::from_millis(30)),

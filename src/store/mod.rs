@@ -245,10 +245,9 @@ impl Transition {
     }
 }
 
-/// Executions triggered in a window, counted through the `(status, trigger_time)` index.
 /// How a retention purge walks the table: rows per DELETE, and a rest after each one so the
 /// purge takes a bounded share of the database from the executions running beside it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PurgePace {
     /// Rows per DELETE statement (at least 1).
     pub chunk: u32,
@@ -256,14 +255,17 @@ pub struct PurgePace {
     /// 4 it holds a connection at most a fifth of the time, and it slows down by itself
     /// when the database is busy. 0 purges back to back.
     pub pause_factor: u32,
+    /// Counts the rows as each chunk goes, so a pass of hours shows its progress.
+    pub purged: metrics::Counter,
 }
 
 impl PurgePace {
-    /// Back to back, `chunk` rows per statement.
+    /// Back to back, `chunk` rows per statement, counted nowhere.
     pub fn unpaused(chunk: u32) -> Self {
         Self {
             chunk,
             pause_factor: 0,
+            purged: metrics::Counter::noop(),
         }
     }
 
@@ -273,6 +275,7 @@ impl PurgePace {
     }
 }
 
+/// Executions triggered in a window, counted through the `(status, trigger_time)` index.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Activity {
     /// Distinct `(job, fire_time)` of first attempts: fires, whatever their shard count.

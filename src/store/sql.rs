@@ -1181,7 +1181,9 @@ macro_rules! sql_store {
                         list.push_bind(s.as_str());
                     }
                     d.push(")");
-                    purged += d.build().execute(&self.pool).await?.rows_affected();
+                    let n = d.build().execute(&self.pool).await?.rows_affected();
+                    pace.purged.increment(n);
+                    purged += n;
                     match bound {
                         Some(b) => from = Some(b),
                         None => return Ok(purged),

@@ -83,11 +83,16 @@ async fn purge_by_age_spares_young_and_unfinished_rows(backend: Backend) {
 
     // Older than 9.5 hours: i = 10..=19 and the twin of 14, less the two unfinished ones.
     let cutoff = base() - chrono::Duration::minutes(570);
+    let counted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let pace = PurgePace {
+        purged: metrics::Counter::from_arc(counted.clone()),
+        ..PurgePace::unpaused(3)
+    };
+    assert_eq!(s.purge_executions_before(cutoff, pace).await.unwrap(), 9);
     assert_eq!(
-        s.purge_executions_before(cutoff, PurgePace::unpaused(3))
-            .await
-            .unwrap(),
-        9
+        counted.load(std::sync::atomic::Ordering::Relaxed),
+        9,
+        "the pace's counter counts what the chunks deleted"
     );
     let mut left = ids(s.as_ref(), "aged").await;
     left.sort();
@@ -206,10 +211,16 @@ async fn a_paced_purge_deletes_the_same_rows(backend: Backend) {
     let pace = PurgePace {
         chunk: 2,
         pause_factor: 20,
+        ..PurgePace::unpaused(2)
     };
     // Three chunks with a bound (rows 6-5, 4-3, 2-1), each followed by a rest, then one
     // that finds nothing left.
-    assert_eq!(s.purge_executions_before(base(), pace).await.unwrap(), 5);
+    assert_eq!(
+        s.purge_executions_before(base(), pace.clone())
+            .await
+            .unwrap(),
+        5
+    );
     assert_eq!(ids(s.as_ref(), "paced").await, ["paced:0", "paced:4"]);
     assert_eq!(s.purge_executions_before(base(), pace).await.unwrap(), 0);
 }
