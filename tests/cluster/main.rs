@@ -1,5 +1,6 @@
 //! Cluster tests (SPEC §4, §6.1, §12): real `jobflow` processes in nacos mode against an
-//! rnacos server and one MariaDB database, recording executors registered in Nacos.
+//! rnacos server and one database (MariaDB; one scenario on a SQLite file shared by the
+//! processes), recording executors registered in Nacos.
 //! The scenarios run one after another: each starts several processes and watches real
 //! one-second schedules.
 
@@ -134,8 +135,53 @@ fn now_s() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(0)
 }
 
+/// The multi-process scenarios run one at a time: each keeps several instances busy on
+/// one-second schedules, and two at once on 2 cores would test the box, not the cluster.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Fires claimed ahead before `newcomer` joined stay with their claimer: the jobs it now owns
+/// still fire from their previous owner, once, then from the newcomer, never the other way
+/// back. Read through `reader`; returns how many fires the previous owners kept.
+async fn kept_across_join(
+    reader: &Scheduler,
+    newcomer: &str,
+    jobs: &[String],
+    ring: &OwnershipRing,
+    joined_at: DateTime<Utc>,
+) -> usize {
+    let mut kept = 0;
+    for job in jobs.iter().filter(|j| ring.owner_of(j) == Some(newcomer)) {
+        let page = reader
+            .get(&format!("/api/v1/jobs/{job}/executions?size=50"))
+            .await;
+        let mut fires: Vec<(DateTime<Utc>, String)> = page["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["fireTime"].as_str().unwrap().parse().unwrap(),
+                    r["schedulerInstance"].as_str().unwrap().to_string(),
+                )
+            })
+            .filter(|(fire, _)| *fire >= joined_at)
+            .collect();
+        fires.sort();
+        fires.dedup();
+        if let Some(first_new) = fires.iter().position(|(_, by)| by == newcomer) {
+            assert!(
+                fires[first_new..].iter().all(|(_, by)| by == newcomer),
+                "{job}: {fires:?}"
+            );
+            kept += first_new;
+        }
+    }
+    kept
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_scenarios() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let nacos = Rnacos::start().await;
     let db = MySqlDb::create().await;
     let (ea, eb, naming) = executors(&nacos).await;
@@ -251,39 +297,7 @@ async fn cluster_scenarios() {
         now_s() - chrono::Duration::seconds(2),
     );
     println!("across the join: {across_join} (job, fire) pairs checked");
-    // Fires claimed ahead before the join stay with their claimer: right after the join, the
-    // newcomer's jobs still fire from their previous owner, once, then from the newcomer.
-    let mut kept = 0;
-    for job in jobs
-        .iter()
-        .filter(|j| ring3.owner_of(j) == Some(s4.id.as_str()))
-    {
-        let page = s2
-            .get(&format!("/api/v1/jobs/{job}/executions?size=50"))
-            .await;
-        let mut fires: Vec<(DateTime<Utc>, String)> = page["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                (
-                    r["fireTime"].as_str().unwrap().parse().unwrap(),
-                    r["schedulerInstance"].as_str().unwrap().to_string(),
-                )
-            })
-            .filter(|(fire, _)| *fire >= joined_at)
-            .collect();
-        fires.sort();
-        fires.dedup();
-        // Once the newcomer fires a job, its previous owner never fires it again.
-        if let Some(first_new) = fires.iter().position(|(_, by)| *by == s4.id) {
-            assert!(
-                fires[first_new..].iter().all(|(_, by)| *by == s4.id),
-                "{job}: {fires:?}"
-            );
-            kept += first_new;
-        }
-    }
+    let kept = kept_across_join(&s2, &s4.id, &jobs, &ring3, joined_at).await;
     println!("fires claimed ahead by the previous owners and kept across the join: {kept}");
 
     // SIGTERM: the instance deregisters before it exits, survivors take over at once.
@@ -376,4 +390,46 @@ async fn cluster_scenarios() {
         (back_at - down_at).num_seconds()
     );
     drop(naming);
+}
+
+/// An ownership move on SQLite: one database file shared by the instances of one host. Fires
+/// claimed ahead before a join stay with their claimer, and every (job, fire, range) runs
+/// once across the join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_ahead_survive_a_join_on_sqlite() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let nacos = Rnacos::start().await;
+    let (ea, eb, _naming) = executors(&nacos).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("jobflow.db").display());
+    let s1 = Scheduler::start(&db, &nacos.addr()).await;
+    converge(&[&s1]).await;
+    let jobs: Vec<String> = (0..8).map(|i| format!("lite-{i}")).collect();
+    create_jobs(&s1, &jobs, 2).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let joined_at = now_s();
+    let s2 = Scheduler::start(&db, &nacos.addr()).await;
+    let ids = converge(&[&s1, &s2]).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ring = OwnershipRing::new(ids, OwnershipStrategy::JavaHash);
+    assert!(
+        jobs.iter()
+            .any(|j| ring.owner_of(j) == Some(s2.id.as_str())),
+        "the newcomer owns jobs"
+    );
+    let checked = assert_exactly_once(
+        &all_calls(&ea, &eb),
+        &jobs,
+        2,
+        joined_at - chrono::Duration::seconds(2),
+        now_s() - chrono::Duration::seconds(2),
+    );
+    let kept = kept_across_join(&s1, &s2.id, &jobs, &ring, joined_at).await;
+    // At the join the first instance had claimed the next 2 s of every job
+    // (`scheduler.claim_ahead_millis`): those fires stay its own.
+    assert!(kept > 0, "no fire claimed ahead was kept by its claimer");
+    println!(
+        "SQLite, across the join: {checked} (job, fire) pairs checked, {kept} fires kept by their claimer"
+    );
 }
