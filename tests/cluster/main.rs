@@ -139,6 +139,36 @@ fn now_s() -> DateTime<Utc> {
 /// one-second schedules, and two at once on 2 cores would test the box, not the cluster.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// After `newcomer` joined at `joined_at` into the cluster `ids`: it owns some of `jobs`, every
+/// (job, fire, range) of the `shards` ranges since ran once in `calls`, and the fires claimed
+/// ahead before the join stayed with their claimer (see [`kept_across_join`]). Returns the
+/// (job, fire) pairs checked and the fires the previous owners kept.
+async fn check_join(
+    reader: &Scheduler,
+    newcomer: &Scheduler,
+    ids: Vec<String>,
+    jobs: &[String],
+    shards: u32,
+    calls: &[RecordedCall],
+    joined_at: DateTime<Utc>,
+) -> (usize, usize) {
+    let ring = OwnershipRing::new(ids, OwnershipStrategy::JavaHash);
+    assert!(
+        jobs.iter()
+            .any(|j| ring.owner_of(j) == Some(newcomer.id.as_str())),
+        "the newcomer owns jobs"
+    );
+    let checked = assert_exactly_once(
+        calls,
+        jobs,
+        shards,
+        joined_at - chrono::Duration::seconds(2),
+        now_s() - chrono::Duration::seconds(2),
+    );
+    let kept = kept_across_join(reader, &newcomer.id, jobs, &ring, joined_at).await;
+    (checked, kept)
+}
+
 /// Fires claimed ahead before `newcomer` joined stay with their claimer: the jobs it now owns
 /// still fire from their previous owner, once, then from the newcomer, never the other way
 /// back. Read through `reader`; returns how many fires the previous owners kept.
@@ -283,21 +313,9 @@ async fn cluster_scenarios() {
     let joined_at = now_s();
     let ids3 = converge(&[&s2, &s3, &s4]).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let ring3 = OwnershipRing::new(ids3.clone(), OwnershipStrategy::JavaHash);
-    assert!(
-        jobs.iter()
-            .any(|j| ring3.owner_of(j) == Some(s4.id.as_str())),
-        "the newcomer owns jobs"
-    );
-    let across_join = assert_exactly_once(
-        &all_calls(&ea, &eb),
-        &jobs,
-        4,
-        joined_at - chrono::Duration::seconds(2),
-        now_s() - chrono::Duration::seconds(2),
-    );
+    let calls = all_calls(&ea, &eb);
+    let (across_join, kept) = check_join(&s2, &s4, ids3, &jobs, 4, &calls, joined_at).await;
     println!("across the join: {across_join} (job, fire) pairs checked");
-    let kept = kept_across_join(&s2, &s4.id, &jobs, &ring3, joined_at).await;
     println!("fires claimed ahead by the previous owners and kept across the join: {kept}");
 
     // SIGTERM: the instance deregisters before it exits, survivors take over at once.
@@ -412,20 +430,8 @@ async fn claims_ahead_survive_a_join_on_sqlite() {
     let s2 = Scheduler::start(&db, &nacos.addr()).await;
     let ids = converge(&[&s1, &s2]).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let ring = OwnershipRing::new(ids, OwnershipStrategy::JavaHash);
-    assert!(
-        jobs.iter()
-            .any(|j| ring.owner_of(j) == Some(s2.id.as_str())),
-        "the newcomer owns jobs"
-    );
-    let checked = assert_exactly_once(
-        &all_calls(&ea, &eb),
-        &jobs,
-        2,
-        joined_at - chrono::Duration::seconds(2),
-        now_s() - chrono::Duration::seconds(2),
-    );
-    let kept = kept_across_join(&s1, &s2.id, &jobs, &ring, joined_at).await;
+    let calls = all_calls(&ea, &eb);
+    let (checked, kept) = check_join(&s1, &s2, ids, &jobs, 2, &calls, joined_at).await;
     // At the join the first instance had claimed the next 2 s of every job
     // (`scheduler.claim_ahead_millis`): those fires stay its own.
     assert!(kept > 0, "no fire claimed ahead was kept by its claimer");
