@@ -257,11 +257,10 @@ pub struct Execution {
     pub parent_trace_id: Option<String>,
     pub result_message: Option<String>,
     pub error_message: Option<String>,
-    /// The `jobParams` this run sends instead of the job's (a manual trigger's override,
-    /// carried by its retries); `None`: the job's own. On the row so that whoever sends it to
-    /// an executor (compensation on another instance included) sends the run's params. Not
-    /// part of the API answer.
-    #[serde(skip)]
+    /// The `jobParams` this run sends instead of the job's: a manual trigger's body, carried
+    /// by its retries and reruns. `null`: the job's own (whatever they were when it was
+    /// sent). On the row so that whoever sends it to an executor (compensation on another
+    /// instance included) sends the run's params.
     pub job_params: Option<serde_json::Value>,
 }
 

@@ -179,6 +179,20 @@ def test_a_failed_execution_stands_out_and_can_be_retried(page, server):
     assert page.url.endswith(retry["traceId"])
 
 
+def test_a_run_shows_the_params_it_was_triggered_with(page, server):
+    server.create_job("with-params", jobParams={"day": "monday"})
+    status, own = server.call("POST", "/api/v1/jobs/with-params/trigger", {"jobParams": {"day": "friday"}})
+    assert status == 200 and own[0]["jobParams"] == {"day": "friday"}, own
+    plain = server.trigger("with-params")
+    assert plain[0]["jobParams"] is None, plain
+    sign_in(page, server)
+    page.goto(server.base + f"/ui/#/executions/{own[0]['traceId']}")
+    expect(page.locator("pre.params")).to_contain_text('"day": "friday"')
+    page.goto(server.base + f"/ui/#/executions/{plain[0]['traceId']}")
+    expect(page.get_by_text("the job's own", exact=True)).to_be_visible()
+    expect(page.locator("pre.params")).to_have_count(0)
+
+
 def test_delete_asks_first(page, server):
     server.create_job("delete-me")
     sign_in(page, server)

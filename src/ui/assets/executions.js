@@ -182,6 +182,8 @@ export async function executionPage(traceId) {
           item('exec.start', time(e.startTime)),
           item('exec.finish', time(e.finishTime)),
           item('exec.duration', duration(e.durationMs)),
+          item('exec.params', e.jobParams == null ? t('exec.paramsOfJob')
+            : h('pre', { class: 'params mono' }, JSON.stringify(e.jobParams, null, 2))),
           item('exec.result', e.resultMessage || '–'),
           item('exec.error', e.errorMessage ? h('span', { class: 'bad-text' }, e.errorMessage) : '–'),
           e.parentTraceId ? item('exec.parent', h('a', { href: `#/executions/${enc(e.parentTraceId)}`, class: 'mono' }, e.parentTraceId)) : null)),
