@@ -4,12 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{SubsecRound, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use jobflow::jobs::{ExecutionStatus, NewExecution, TriggerType, new_trace_id};
 use jobflow::store::{FireOutcome, Transition};
 use serde_json::json;
 
-use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::helpers::{
+    Backend, Inbox, TestApp, TestDb, backend_tests, eventually, static_executors,
+};
 use crate::recorder::{Recorder, Reply};
 
 backend_tests!(
@@ -166,9 +168,11 @@ async fn restart_between_fires_follows_the_misfire_policy(backend: Backend) {
     let rec = Recorder::start().await;
     let db = Arc::new(TestDb::create(backend).await);
     let addr = vec![rec.addr.clone()];
+    let (inbox, hook) = Inbox::start().await;
     let settings = move |s: &mut jobflow::Settings| {
         s.executors.static_ = static_executors("svc", &addr);
         s.scheduler.misfire_tolerance_millis = 500;
+        Inbox::channel(&hook, s);
     };
     let period = 6;
     let first = TestApp::spawn_with(db.clone(), settings.clone()).await;
@@ -233,6 +237,16 @@ async fn restart_between_fires_follows_the_misfire_policy(backend: Backend) {
         .find(|c| c.header("x-job-name") == "catch-up" && c.header("x-fire-time") == missed_rfc)
         .unwrap();
     assert!(caught.received_at >= back, "fired after the restart");
+    // The fire let go is announced, once; the one caught up is not.
+    let skipped = eventually(Duration::from_secs(10), "FIRE_SKIPPED", || {
+        let found = inbox.of("FIRE_SKIPPED");
+        std::future::ready(Some(found).filter(|f| !f.is_empty()))
+    })
+    .await;
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["jobName"], "let-go");
+    let at: DateTime<Utc> = skipped[0]["fireTime"].as_str().unwrap().parse().unwrap();
+    assert_eq!(at, missed, "{skipped:?}");
     second.stop().await;
 }
 

@@ -303,6 +303,57 @@ pub fn problem_fields(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A local webhook receiver: the alerts posted to it, in arrival order.
+#[derive(Clone, Default)]
+pub struct Inbox(Arc<std::sync::Mutex<Vec<Value>>>);
+
+impl Inbox {
+    /// Starts the receiver; its URL is what a channel's `url` is set to.
+    pub async fn start() -> (Self, String) {
+        async fn receive(
+            axum::extract::State(inbox): axum::extract::State<Inbox>,
+            body: axum::body::Bytes,
+        ) -> &'static str {
+            inbox
+                .0
+                .lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap());
+            "ok"
+        }
+        let inbox = Self::default();
+        let app = axum::Router::new()
+            .route("/hook", axum::routing::post(receive))
+            .with_state(inbox.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (inbox, url)
+    }
+
+    /// The alerts of `event` received so far.
+    pub fn of(&self, event: &str) -> Vec<Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a["event"] == event)
+            .cloned()
+            .collect()
+    }
+
+    /// The settings of one webhook channel `ops` to this receiver, the default for every job.
+    pub fn channel(url: &str, s: &mut Settings) {
+        s.alerts.default_channels = vec!["ops".into()];
+        s.alerts.channels = vec![jobflow::alerts::ChannelSettings {
+            name: "ops".into(),
+            kind: jobflow::alerts::ChannelKind::Webhook,
+            url: Secret::new(url.to_string()),
+            secret: None,
+        }];
+    }
+}
+
 pub fn static_executors(
     service: &str,
     addrs: &[String],

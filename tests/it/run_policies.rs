@@ -3,22 +3,21 @@
 //! triggers and child triggers, child jobs triggered once across two instances, a manual
 //! trigger's body, and alerts raised by the dispatcher.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::routing::post;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    Backend, TestApp, TestDb, backend_tests, eventually, params_of_len, problem_fields,
+    Backend, Inbox, TestApp, TestDb, backend_tests, eventually, params_of_len, problem_fields,
     static_executors,
 };
 use crate::recorder::{Recorder, Reply};
 
 backend_tests!(
     round_robin_spreads_unsharded_fires_over_the_executors,
+    first_hash_random_and_least_busy_route_as_documented,
     overlap_skip_records_the_fire_uncalled_across_instances,
     overlap_cover_cancels_the_running_execution_then_runs,
     a_manual_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped,
@@ -26,7 +25,7 @@ backend_tests!(
     a_child_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped,
     child_jobs_run_once_after_every_range_succeeded,
     a_trigger_body_sets_params_and_executor,
-    a_final_failure_raises_an_alert
+    failure_recovery_and_no_executor_raise_their_alerts
 );
 
 async fn pair(backend: Backend, executors: Vec<String>) -> (TestApp, TestApp) {
@@ -78,6 +77,85 @@ async fn round_robin_spreads_unsharded_fires_over_the_executors(backend: Backend
         (2, 2),
         "ROUND_ROBIN alternates"
     );
+}
+
+/// FIRST: the executor sorting first; CONSISTENT_HASH: one executor for every fire of a job;
+/// RANDOM: both, over enough fires; LEAST_BUSY: away from an executor that holds this
+/// instance's calls in flight.
+async fn first_hash_random_and_least_busy_route_as_documented(backend: Backend) {
+    let (r1, r2) = (
+        Recorder::slow_for("hold", Duration::from_secs(30)).await,
+        Recorder::slow_for("hold", Duration::from_secs(30)).await,
+    );
+    let db = Arc::new(TestDb::create(backend).await);
+    let addrs = vec![r1.addr.clone(), r2.addr.clone()];
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addrs);
+    })
+    .await;
+    let (first, second) = if r1.addr < r2.addr {
+        (&r1, &r2)
+    } else {
+        (&r2, &r1)
+    };
+    let job = |name: &str, handler: &str, strategy: &str| {
+        json!({"name": name, "serviceName": "svc", "handler": handler, "cron": "0 0 3 1 1 ?",
+            "routeStrategy": strategy})
+    };
+    // Calls of `name` per executor, once `n` arrived.
+    let calls_of = |name: &'static str, n: usize| async move {
+        let count = |r: &Recorder| {
+            r.calls()
+                .iter()
+                .filter(|c| c.header("x-job-name") == name)
+                .count()
+        };
+        eventually(Duration::from_secs(10), name, || async {
+            (count(first) + count(second) == n).then_some(())
+        })
+        .await;
+        (count(first), count(second))
+    };
+
+    app.create_job(&job("first", "h", "FIRST")).await;
+    for _ in 0..3 {
+        trigger(&app, "first", None).await;
+    }
+    assert_eq!(
+        calls_of("first", 3).await,
+        (3, 0),
+        "FIRST: the first by ip:port"
+    );
+
+    app.create_job(&job("sticky", "h", "CONSISTENT_HASH")).await;
+    for _ in 0..4 {
+        trigger(&app, "sticky", None).await;
+    }
+    let (a, b) = calls_of("sticky", 4).await;
+    assert!(
+        (a, b) == (4, 0) || (a, b) == (0, 4),
+        "CONSISTENT_HASH: {a}/{b}"
+    );
+
+    app.create_job(&job("dice", "h", "RANDOM")).await;
+    for _ in 0..24 {
+        trigger(&app, "dice", None).await;
+    }
+    let (a, b) = calls_of("dice", 24).await;
+    assert!(a > 0 && b > 0, "RANDOM over 24 fires: {a}/{b}");
+
+    // Two calls held on the first executor (FIRST, an answer after 30 s) ...
+    app.create_job(&job("hog", "hold", "FIRST")).await;
+    for _ in 0..2 {
+        trigger(&app, "hog", None).await;
+    }
+    assert_eq!(calls_of("hog", 2).await, (2, 0));
+    // ... so every fire of a LEAST_BUSY job goes to the second, whatever its rotation.
+    app.create_job(&job("idle-seeker", "h", "LEAST_BUSY")).await;
+    for _ in 0..3 {
+        trigger(&app, "idle-seeker", None).await;
+    }
+    assert_eq!(calls_of("idle-seeker", 3).await, (0, 3), "LEAST_BUSY");
 }
 
 /// Instance `a` owns nothing of the job's schedule here: both instances fire it through the
@@ -255,7 +333,11 @@ async fn a_manual_trigger_of_a_cover_job_cancels_the_running_run_then_runs(backe
             .contains("overlapPolicy COVER"),
         "{covered}"
     );
-    assert_eq!(slow.cancels(), vec![first.clone()]);
+    // Asked to stop that one only. Twice when the cancel refused the first attempt's deferred
+    // RUNNING on `a`: that attempt then asks as well, in case the canceller could not reach it.
+    let mut asked = slow.cancels();
+    asked.dedup();
+    assert_eq!(asked, vec![first.clone()]);
     let second = second[0]["traceId"].as_str().unwrap().to_string();
     let call = eventually(Duration::from_secs(10), "the second call", || async {
         slow.calls().get(1).cloned()
@@ -365,11 +447,20 @@ async fn a_trigger_body_sets_params_and_executor(backend: Backend) {
     )
     .await;
     assert_eq!(rows.len(), 1, "one range: one executor chosen");
+    assert_eq!(
+        rows[0]["jobParams"],
+        json!({"day": "friday"}),
+        "the run says what it sends"
+    );
     let call = eventually(Duration::from_secs(10), "the call", || async {
         r2.calls().first().cloned()
     })
     .await;
     assert_eq!(call.body["jobParams"], json!({"day": "friday"}));
+    let trace = rows[0]["traceId"].as_str().unwrap();
+    let (status, shown) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["jobParams"], json!({"day": "friday"}));
     assert_eq!(call.range(), (0, 3));
     assert!(r1.calls().is_empty());
     let (status, problem) = app
@@ -403,51 +494,84 @@ async fn a_trigger_body_sets_params_and_executor(backend: Backend) {
     )
     .await;
     assert_eq!(rows.len(), 2, "{rows:?}");
+    // Without a body the run sends the job's own params and says so with null.
+    let rows = trigger(&app, "by-hand", None).await;
+    assert!(rows.iter().all(|r| r["jobParams"].is_null()), "{rows:?}");
 }
 
-#[derive(Clone, Default)]
-struct Inbox(Arc<Mutex<Vec<Value>>>);
-
-async fn receive(State(inbox): State<Inbox>, body: axum::body::Bytes) -> &'static str {
-    inbox
-        .0
-        .lock()
-        .unwrap()
-        .push(serde_json::from_slice(&body).unwrap());
-    "ok"
-}
-
-async fn a_final_failure_raises_an_alert(backend: Backend) {
-    let failing = Recorder::with(|_| Reply::status(500, "broken")).await;
-    let inbox = Inbox::default();
-    let app_router = Router::new()
-        .route("/hook", post(receive))
-        .with_state(inbox.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app_router).await.unwrap() });
+/// The dispatcher's alerts, end to end on a webhook: the final failure, the first success
+/// after it (RECOVERED), and a fire with no executor.
+async fn failure_recovery_and_no_executor_raise_their_alerts(backend: Backend) {
+    let healthy = Arc::new(AtomicBool::new(false));
+    let flag = healthy.clone();
+    let failing = Recorder::with(move |_| {
+        if flag.load(Ordering::SeqCst) {
+            Reply::ok()
+        } else {
+            Reply::status(500, "broken")
+        }
+    })
+    .await;
+    let (inbox, hook) = Inbox::start().await;
     let db = Arc::new(TestDb::create(backend).await);
     let addr = vec![failing.addr.clone()];
     let app = TestApp::spawn_with(db, move |s| {
         s.executors.static_ = static_executors("svc", &addr);
-        s.alerts.default_channels = vec!["ops".into()];
-        s.alerts.channels = vec![jobflow::alerts::ChannelSettings {
-            name: "ops".into(),
-            kind: jobflow::alerts::ChannelKind::Webhook,
-            url: jobflow::config::Secret::new(hook),
-            secret: None,
-        }];
+        Inbox::channel(&hook, s);
     })
     .await;
     app.create_job(&json!({"name": "breaks", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "maxRetry": 1}))
         .await;
+    // The alerts of one event, once there is one.
+    let of = |event: &'static str| {
+        let inbox = inbox.clone();
+        move || std::future::ready(Some(inbox.of(event)).filter(|found| !found.is_empty()))
+    };
     trigger(&app, "breaks", None).await;
-    let alert = eventually(Duration::from_secs(15), "the alert", || async {
-        inbox.0.lock().unwrap().first().cloned()
+    let failed = eventually(Duration::from_secs(15), "the alert", of("EXECUTION_FAILED")).await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["jobName"], "breaks");
+    assert_eq!(failed[0]["retryCount"], 1, "only after the last retry");
+    assert_eq!(failed[0]["status"], "FAILED");
+
+    healthy.store(true, Ordering::SeqCst);
+    trigger(&app, "breaks", None).await;
+    let recovered = eventually(Duration::from_secs(15), "the recovery", of("RECOVERED")).await;
+    assert_eq!(recovered[0]["jobName"], "breaks");
+    assert_eq!(recovered[0]["status"], "SUCCESS");
+    // Another success after the recovery is no news.
+    let again = trigger(&app, "breaks", None).await;
+    let trace = again[0]["traceId"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(15), "the second success", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "SUCCESS").then_some(())
     })
     .await;
-    assert_eq!(alert["event"], "EXECUTION_FAILED");
-    assert_eq!(alert["jobName"], "breaks");
-    assert_eq!(alert["retryCount"], 1, "only after the last retry");
-    assert_eq!(alert["status"], "FAILED");
+
+    app.create_job(
+        &json!({"name": "orphan", "serviceName": "nobody-home", "handler": "h",
+        "cron": "0 0 3 1 1 ?", "maxRetry": 0}),
+    )
+    .await;
+    trigger(&app, "orphan", None).await;
+    let no_executor = eventually(Duration::from_secs(15), "NO_EXECUTOR", of("NO_EXECUTOR")).await;
+    assert_eq!(no_executor.len(), 1, "{no_executor:?}");
+    assert_eq!(no_executor[0]["jobName"], "orphan");
+    // Its final failure alerts too (no retry left); by then every alert before it was sent.
+    eventually(Duration::from_secs(15), "the orphan's failure", || {
+        let failed = inbox.of("EXECUTION_FAILED");
+        std::future::ready(
+            failed
+                .iter()
+                .any(|a| a["jobName"] == "orphan")
+                .then_some(()),
+        )
+    })
+    .await;
+    let recovered = inbox.of("RECOVERED");
+    assert_eq!(
+        recovered.len(),
+        1,
+        "one recovery, not one per success: {recovered:?}"
+    );
 }
