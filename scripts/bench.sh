@@ -19,8 +19,9 @@
 #   BENCH_RETENTION_PAIRS=3          alternating off/on window pairs before the purge runs alone
 #   BENCH_RETENTION_BUFFER_POOL_MIB= the InnoDB buffer pool for the retention run (MiB, restored
 #                                    after); empty keeps the server's
+#   BENCH_SEARCH_ROWS=20000000       executions in the table the execution search is timed on
 #   BENCH_ONLY="precision cluster"   run only these groups (startup precision throughput burst
-#                                    idle cluster retention)
+#                                    idle cluster retention search)
 # Results: target/bench-results/<UTC time>/ (results.md and CSVs), plot: docs/benchmarks.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +42,8 @@ RET_JOBS="${BENCH_RETENTION_JOBS:-1000}"
 RET_SECS="${BENCH_RETENTION_SECONDS:-60}"
 RET_PAIRS="${BENCH_RETENTION_PAIRS:-3}"
 RET_POOL="${BENCH_RETENTION_BUFFER_POOL_MIB:-}"
-ONLY="${BENCH_ONLY:-startup precision throughput burst idle cluster retention}"
+SEARCH_ROWS="${BENCH_SEARCH_ROWS:-20000000}"
+ONLY="${BENCH_ONLY:-startup precision throughput burst idle cluster retention search}"
 
 ensure_mariadb
 ensure_rnacos
@@ -122,6 +124,7 @@ if wants retention; then
     run retention --rows "$RET_ROWS" --jobs "$RET_JOBS" --seconds "$RET_SECS" --pairs "$RET_PAIRS" \
         ${RET_POOL:+--buffer-pool-mib "$RET_POOL"}
 fi
+if wants search; then run search --rows "$SEARCH_ROWS" --jobs 1000 --runs 20; fi
 
 "$VENV/bin/python" scripts/plot-bench.py "$out" docs/benchmarks.png
 log "results: $results; plot: docs/benchmarks.png"

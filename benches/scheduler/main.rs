@@ -13,6 +13,7 @@
 //! cargo bench --bench scheduler -- peer-ratchjob --jobs 1000 [--shards 10] [--seconds 300]
 //! cargo bench --bench scheduler -- floor --jobs 1000
 //! cargo bench --bench scheduler -- retention --rows 10000000 --jobs 1000 --seconds 60 --pairs 3 [--buffer-pool-mib 6144]
+//! cargo bench --bench scheduler -- search --rows 20000000 --jobs 1000 --runs 20 [--buffer-pool-mib 6144]
 //! ```
 //! `--out DIR` appends each result as a CSV line under DIR (the plot script reads them).
 //! `JOBFLOW_TEST_MYSQL_URL` picks the server (default `mysql://root@127.0.0.1:3306`; a
@@ -32,6 +33,8 @@
 //! - retention: a table of `--rows` executions older than the retention window, purged
 //!   while `--jobs` one-second jobs run; their delay with retention off and on, in
 //!   alternating windows, and the purge's rate and duration (MySQL/MariaDB only).
+//! - search: `GET /api/v1/executions` with each filter on a table of `--rows` executions,
+//!   `--runs` times each: the first (cold) answer, median, p90 and max (MySQL/MariaDB only).
 //! - peer-ratchjob: the one-second schedule fired by ratchjob (`cargo install ratchjob`) at an
 //!   XXL-JOB-protocol executor.
 //! - floor: the same calls sent at each second boundary by a process doing nothing else
@@ -44,6 +47,7 @@ mod floor;
 mod harness;
 mod peers;
 mod retention;
+mod search;
 mod single;
 mod support;
 
@@ -65,13 +69,13 @@ pub struct Args {
     /// floor-sender: the recorder's address and the first whole second (Unix time).
     pub target: Option<String>,
     pub from: Option<i64>,
-    /// retention: rows older than the window in the table at the start.
+    /// retention: rows older than the window in the table at the start; search: rows.
     pub rows: u64,
     /// retention: A/B window pairs before B runs on alone until the purge is done.
     pub pairs: usize,
     /// retention: at most this long with the purge running.
     pub max_seconds: u64,
-    /// retention: the server's InnoDB buffer pool for the run (MiB; restored after), instead
+    /// retention, search: the server's InnoDB buffer pool for the run (MiB; restored after), instead
     /// of whatever it has.
     pub buffer_pool_mib: Option<u64>,
 }
@@ -124,7 +128,9 @@ fn args() -> Args {
             "--sqlite" => a.sqlite = true,
             "--distinct" => a.distinct = true,
             "precision" | "throughput" | "burst" | "idle" | "startup" | "cluster" | "peer-tcs"
-            | "peer-ratchjob" | "floor" | "floor-sender" | "retention" => a.scenario = arg,
+            | "peer-ratchjob" | "floor" | "floor-sender" | "retention" | "search" => {
+                a.scenario = arg
+            }
             other => panic!("unknown argument {other}; see the module docs"),
         }
     }
@@ -151,6 +157,7 @@ async fn main() {
         "floor" => floor::floor(&a).await,
         "floor-sender" => floor::sender(&a).await,
         "retention" => retention::run(&a).await,
+        "search" => search::run(&a).await,
         _ => unreachable!(),
     }
 }

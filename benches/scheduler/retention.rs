@@ -189,7 +189,7 @@ pub async fn run(a: &Args) {
     );
 }
 
-async fn buffer_pool(conn: &mut MySqlConnection) -> u64 {
+pub(crate) async fn buffer_pool(conn: &mut MySqlConnection) -> u64 {
     sqlx::query_scalar("SELECT @@GLOBAL.innodb_buffer_pool_size")
         .fetch_one(conn)
         .await
@@ -198,7 +198,7 @@ async fn buffer_pool(conn: &mut MySqlConnection) -> u64 {
 
 /// Resizes the server's buffer pool (online in MariaDB 10.2+ and MySQL 5.7+) and waits until
 /// the resize is done.
-async fn resize_buffer_pool(conn: &mut MySqlConnection, bytes: u64) {
+pub(crate) async fn resize_buffer_pool(conn: &mut MySqlConnection, bytes: u64) {
     sqlx::query("SET GLOBAL innodb_buffer_pool_size = ?")
         .bind(bytes)
         .execute(&mut *conn)
@@ -234,7 +234,12 @@ fn on() -> Vec<(&'static str, String)> {
 
 /// Fills `job_execution` with `rows` final executions of `jobs` jobs (`bench-000000`…), one
 /// per job and second, the last second being `end`. Returns the rows inserted.
-async fn fill(conn: &mut MySqlConnection, rows: u64, jobs: u64, end: DateTime<Utc>) -> u64 {
+pub(crate) async fn fill(
+    conn: &mut MySqlConnection,
+    rows: u64,
+    jobs: u64,
+    end: DateTime<Utc>,
+) -> u64 {
     let create = show_create(conn).await;
     // Every secondary index, as its own definition line: dropped now, rebuilt after the fill.
     let keys: Vec<&str> = create
@@ -324,7 +329,7 @@ async fn alter(conn: &mut MySqlConnection, clauses: &[String]) {
         .unwrap();
 }
 
-async fn table_size(conn: &mut MySqlConnection) -> String {
+pub(crate) async fn table_size(conn: &mut MySqlConnection) -> String {
     let (data, index): (u64, u64) = sqlx::query_as(
         "SELECT CAST(data_length AS UNSIGNED), CAST(index_length AS UNSIGNED) \
          FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'job_execution'",
