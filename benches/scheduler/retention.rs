@@ -60,12 +60,7 @@ struct Window {
 
 pub async fn run(a: &Args) {
     let (executors, calls) = recorder(1).await;
-    let db = Database::create(false).await;
-    let mut conn = MySqlConnection::connect(&db.url).await.unwrap();
-    let pool_before = buffer_pool(&mut conn).await;
-    if let Some(mib) = a.buffer_pool_mib {
-        resize_buffer_pool(&mut conn, mib << 20).await;
-    }
+    let (db, mut conn, pool_before) = sized_database(a).await;
     println!(
         "# retention — {} rows older than the window, {} one-second jobs, {} s windows, {} A/B pairs, {} MiB InnoDB buffer pool",
         a.rows,
@@ -187,6 +182,19 @@ pub async fn run(a: &Args) {
                 .unwrap_or_default(),
         ),
     );
+}
+
+/// A new database on the MySQL/MariaDB server, a connection to it, and the server's buffer
+/// pool size before the run; the pool is resized to `--buffer-pool-mib` when given (restore
+/// it with [`resize_buffer_pool`]).
+pub(crate) async fn sized_database(a: &Args) -> (Database, MySqlConnection, u64) {
+    let db = Database::create(false).await;
+    let mut conn = MySqlConnection::connect(&db.url).await.unwrap();
+    let pool_before = buffer_pool(&mut conn).await;
+    if let Some(mib) = a.buffer_pool_mib {
+        resize_buffer_pool(&mut conn, mib << 20).await;
+    }
+    (db, conn, pool_before)
 }
 
 pub(crate) async fn buffer_pool(conn: &mut MySqlConnection) -> u64 {

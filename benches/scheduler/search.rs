@@ -11,11 +11,10 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SubsecRound, Utc};
-use sqlx::{Connection, MySqlConnection};
 
 use crate::Args;
-use crate::retention::{buffer_pool, fill, resize_buffer_pool, table_size};
-use crate::support::{Database, Jobflow, percentile, record};
+use crate::retention::{buffer_pool, fill, resize_buffer_pool, sized_database, table_size};
+use crate::support::{Jobflow, percentile, record};
 
 /// One timed query: its name, its query string, and what was measured.
 struct Measured {
@@ -29,12 +28,7 @@ struct Measured {
 }
 
 pub async fn run(a: &Args) {
-    let db = Database::create(false).await;
-    let mut conn = MySqlConnection::connect(&db.url).await.unwrap();
-    let pool_before = buffer_pool(&mut conn).await;
-    if let Some(mib) = a.buffer_pool_mib {
-        resize_buffer_pool(&mut conn, mib << 20).await;
-    }
+    let (db, mut conn, pool_before) = sized_database(a).await;
     println!(
         "# search — {} rows over {} jobs, {} runs per query, {} MiB InnoDB buffer pool",
         a.rows,
