@@ -238,11 +238,9 @@ async fn restart_between_fires_follows_the_misfire_policy(backend: Backend) {
         .unwrap();
     assert!(caught.received_at >= back, "fired after the restart");
     // The fire let go is announced, once; the one caught up is not.
-    let skipped = eventually(Duration::from_secs(10), "FIRE_SKIPPED", || {
-        let found = inbox.of("FIRE_SKIPPED");
-        std::future::ready(Some(found).filter(|f| !f.is_empty()))
-    })
-    .await;
+    let skipped = inbox
+        .wait_for("FIRE_SKIPPED", Duration::from_secs(10))
+        .await;
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!(skipped[0]["jobName"], "let-go");
     let at: DateTime<Utc> = skipped[0]["fireTime"].as_str().unwrap().parse().unwrap();

@@ -342,6 +342,14 @@ impl Inbox {
             .collect()
     }
 
+    /// The alerts of `event`, once there is one (fails the test after `within`).
+    pub async fn wait_for(&self, event: &str, within: Duration) -> Vec<Value> {
+        eventually(within, event, || {
+            std::future::ready(Some(self.of(event)).filter(|found| !found.is_empty()))
+        })
+        .await
+    }
+
     /// The settings of one webhook channel `ops` to this receiver, the default for every job.
     pub fn channel(url: &str, s: &mut Settings) {
         s.alerts.default_channels = vec!["ops".into()];

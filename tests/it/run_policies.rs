@@ -522,13 +522,9 @@ async fn failure_recovery_and_no_executor_raise_their_alerts(backend: Backend) {
     .await;
     app.create_job(&json!({"name": "breaks", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "maxRetry": 1}))
         .await;
-    // The alerts of one event, once there is one.
-    let of = |event: &'static str| {
-        let inbox = inbox.clone();
-        move || std::future::ready(Some(inbox.of(event)).filter(|found| !found.is_empty()))
-    };
+    let within = Duration::from_secs(15);
     trigger(&app, "breaks", None).await;
-    let failed = eventually(Duration::from_secs(15), "the alert", of("EXECUTION_FAILED")).await;
+    let failed = inbox.wait_for("EXECUTION_FAILED", within).await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0]["jobName"], "breaks");
     assert_eq!(failed[0]["retryCount"], 1, "only after the last retry");
@@ -536,13 +532,13 @@ async fn failure_recovery_and_no_executor_raise_their_alerts(backend: Backend) {
 
     healthy.store(true, Ordering::SeqCst);
     trigger(&app, "breaks", None).await;
-    let recovered = eventually(Duration::from_secs(15), "the recovery", of("RECOVERED")).await;
+    let recovered = inbox.wait_for("RECOVERED", within).await;
     assert_eq!(recovered[0]["jobName"], "breaks");
     assert_eq!(recovered[0]["status"], "SUCCESS");
     // Another success after the recovery is no news.
     let again = trigger(&app, "breaks", None).await;
     let trace = again[0]["traceId"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(15), "the second success", || async {
+    eventually(within, "the second success", || async {
         let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
         (e["status"] == "SUCCESS").then_some(())
     })
@@ -554,11 +550,11 @@ async fn failure_recovery_and_no_executor_raise_their_alerts(backend: Backend) {
     )
     .await;
     trigger(&app, "orphan", None).await;
-    let no_executor = eventually(Duration::from_secs(15), "NO_EXECUTOR", of("NO_EXECUTOR")).await;
+    let no_executor = inbox.wait_for("NO_EXECUTOR", within).await;
     assert_eq!(no_executor.len(), 1, "{no_executor:?}");
     assert_eq!(no_executor[0]["jobName"], "orphan");
     // Its final failure alerts too (no retry left); by then every alert before it was sent.
-    eventually(Duration::from_secs(15), "the orphan's failure", || {
+    eventually(within, "the orphan's failure", || {
         let failed = inbox.of("EXECUTION_FAILED");
         std::future::ready(
             failed
