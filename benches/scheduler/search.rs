@@ -122,32 +122,28 @@ pub async fn run(a: &Args) {
     for m in &measured {
         let mut sorted = m.ms.clone();
         sorted.sort_by(f64::total_cmp);
+        let (first, median, p90, max) = (
+            m.ms[0],
+            percentile(&sorted, 0.5),
+            percentile(&sorted, 0.9),
+            sorted[sorted.len() - 1],
+        );
         let matches = if m.capped {
             format!("≥ {} (capped)", m.total)
         } else {
             m.total.to_string()
         };
         println!(
-            "| {} | {matches} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
-            m.name,
-            m.ms[0],
-            percentile(&sorted, 0.5),
-            percentile(&sorted, 0.9),
-            sorted[sorted.len() - 1],
+            "| {} | {matches} | {first:.1} ms | {median:.1} ms | {p90:.1} ms | {max:.1} ms |",
+            m.name
         );
         record(
             a.out.as_deref(),
             "search.csv",
             "rows,query,matches,capped,first_ms,median_ms,p90_ms,max_ms",
             &format!(
-                "{rows},\"{}\",{},{},{:.2},{:.2},{:.2},{:.2}",
-                m.query,
-                m.total,
-                m.capped,
-                m.ms[0],
-                percentile(&sorted, 0.5),
-                percentile(&sorted, 0.9),
-                sorted[sorted.len() - 1],
+                "{rows},\"{}\",{},{},{first:.2},{median:.2},{p90:.2},{max:.2}",
+                m.query, m.total, m.capped
             ),
         );
     }

@@ -252,7 +252,7 @@ pub struct PurgePace {
     /// Rows per DELETE statement (at least 1).
     pub chunk: u32,
     /// After each chunk the purge sleeps this many times as long as the chunk took: with
-    /// 4 it holds a connection at most a fifth of the time, and it slows down by itself
+    /// 8 it holds a connection at most a ninth of the time, and it slows down by itself
     /// when the database is busy. 0 purges back to back.
     pub pause_factor: u32,
     /// Counts the rows as each chunk goes, so a pass of hours shows its progress.
