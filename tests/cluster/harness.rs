@@ -57,16 +57,38 @@ pub struct Rnacos {
 }
 
 impl Rnacos {
+    /// rnacos on free ports. The ports are free when picked but not held, so another process
+    /// can take one before rnacos binds it; a start that exits or never answers is reported
+    /// with its log and redone on fresh ports.
     pub async fn start() -> Self {
-        let mut n = Self {
+        for attempt in 1..=3 {
+            let mut n = Self::on_fresh_ports(None);
+            match n.launch().await {
+                Ok(()) => return n,
+                Err(why) => {
+                    eprintln!(
+                        "rnacos start {attempt} failed ({why}); starting afresh. Its log:\n{}",
+                        n.log()
+                    );
+                    n.stop();
+                }
+            }
+        }
+        panic!("rnacos did not come up in three starts")
+    }
+
+    fn on_fresh_ports(auth: Option<(String, String)>) -> Self {
+        Self {
             http_port: free_port_pair(),
             console_port: free_port(),
             dir: tempfile::tempdir().unwrap(),
             child: None,
-            auth: None,
-        };
-        n.launch().await;
-        n
+            auth,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("rnacos.log")).unwrap_or_default()
     }
 
     /// rnacos with authentication on its open API (and gRPC), an admin `user` / `password`.
@@ -75,14 +97,15 @@ impl Rnacos {
     /// directory.
     pub async fn start_with_auth(user: &str, password: &str) -> Self {
         for attempt in 1..=4 {
-            let mut n = Self {
-                http_port: free_port_pair(),
-                console_port: free_port(),
-                dir: tempfile::tempdir().unwrap(),
-                child: None,
-                auth: Some((user.into(), password.into())),
-            };
-            n.launch().await;
+            let mut n = Self::on_fresh_ports(Some((user.into(), password.into())));
+            if let Err(why) = n.launch().await {
+                eprintln!(
+                    "rnacos start {attempt} failed ({why}); starting afresh. Its log:\n{}",
+                    n.log()
+                );
+                n.stop();
+                continue;
+            }
             // The admin user is created through raft shortly after start: give it a moment,
             // and a few tries, unless the store has panicked ("Mailbox has closed").
             let mut answer = Err(String::new());
@@ -96,9 +119,9 @@ impl Rnacos {
             if answer.is_ok() {
                 return n;
             }
-            let log = std::fs::read_to_string(n.dir.path().join("rnacos.log")).unwrap_or_default();
             eprintln!(
-                "rnacos refused the admin login on start {attempt}; starting afresh. Its log:\n{log}"
+                "rnacos refused the admin login on start {attempt}; starting afresh. Its log:\n{}",
+                n.log()
             );
             n.stop();
         }
@@ -177,7 +200,9 @@ impl Rnacos {
         format!("127.0.0.1:{}", self.http_port)
     }
 
-    async fn launch(&mut self) {
+    /// Spawns rnacos and waits until its HTTP and gRPC ports answer; an error says why not
+    /// (the process exited, or 30 seconds passed).
+    async fn launch(&mut self) -> Result<(), String> {
         let log = std::fs::File::create(self.dir.path().join("rnacos.log")).unwrap();
         let mut command = Command::new(rnacos_binary());
         if let Some((user, password)) = &self.auth {
@@ -201,29 +226,44 @@ impl Rnacos {
         // Any answer means the server is up (with authentication on, a 403). The probe must
         // not be a login: a login this early goes through rnacos's raft store before it is
         // wired up, which is what makes it panic.
-        let probe = || async {
-            let url = format!(
-                "http://127.0.0.1:{}/nacos/v1/ns/service/list?pageNo=1&pageSize=10",
-                self.http_port
-            );
-            match reqwest::get(&url).await {
-                Ok(r) => r.status().is_success() || self.auth.is_some(),
-                Err(_) => false,
-            }
-        };
+        let url = format!(
+            "http://127.0.0.1:{}/nacos/v1/ns/service/list?pageNo=1&pageSize=10",
+            self.http_port
+        );
+        let any_answer = self.auth.is_some();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if probe().await {
-                break;
-            }
-            assert!(Instant::now() < deadline, "rnacos did not come up");
+            let last = match client.get(&url).send().await {
+                Ok(r) if r.status().is_success() || any_answer => break,
+                Ok(r) => format!("HTTP answered {}", r.status()),
+                Err(e) => format!("HTTP: {e}"),
+            };
+            self.still_starting(deadline, &last)?;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         // The gRPC port must accept too.
-        while std::net::TcpStream::connect(("127.0.0.1", self.http_port + 1000)).is_err() {
-            assert!(Instant::now() < deadline, "rnacos gRPC did not come up");
+        while let Err(e) = std::net::TcpStream::connect(("127.0.0.1", self.http_port + 1000)) {
+            self.still_starting(deadline, &format!("gRPC: {e}"))?;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        Ok(())
+    }
+
+    /// Whether a start not ready yet (`last`: what the latest probe saw) may be waited for
+    /// further: not when the process has exited or the deadline has passed.
+    fn still_starting(&mut self, deadline: Instant, last: &str) -> Result<(), String> {
+        let child = self.child.as_mut().expect("rnacos was spawned");
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("exited with {status}; last probe: {last}"));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("not ready in 30 s; last probe: {last}"));
+        }
+        Ok(())
     }
 
     pub fn stop(&mut self) {
@@ -233,9 +273,24 @@ impl Rnacos {
         }
     }
 
+    /// Stops and starts rnacos again on the same ports and data, as the schedulers know it by
+    /// its address; a start that fails (a port taken meanwhile) is retried a few times.
     pub async fn restart(&mut self) {
         self.stop();
-        self.launch().await;
+        for attempt in 1..=3 {
+            match self.launch().await {
+                Ok(()) => return,
+                Err(why) => {
+                    eprintln!(
+                        "rnacos restart {attempt} failed ({why}). Its log:\n{}",
+                        self.log()
+                    );
+                    self.stop();
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+        panic!("rnacos did not come back on its ports")
     }
 
     /// `ip:port` of the healthy instances of `service`, through the 1.x HTTP open API.
