@@ -279,7 +279,7 @@ impl Dispatcher {
         for ((job, at), place) in fires.into_iter().zip(room) {
             let (at, hold) = (at.trunc_subsecs(0), Some(Arc::new(place)));
             if job.spec.overlap_policy == OverlapPolicy::Allow {
-                plain.push((job, at, hold, None));
+                plain.push((job, at, hold));
             } else {
                 let this = self.clone();
                 self.tasks.spawn(async move {
@@ -418,7 +418,6 @@ impl Dispatcher {
                 ));
             }
         }
-        let skipped = self.overlap(&job, |_| false).await;
         let now = Utc::now();
         let first = self.first_executor(&job, &executors);
         let mut rows = rows::fire_rows(
@@ -434,13 +433,12 @@ impl Dispatcher {
             // On the row, so that whoever sends it (or its retries) sends the run's params.
             r.job_params = options.job_params.clone();
         }
-        if let Some(why) = &skipped {
-            rows::skip(&mut rows, why);
-        }
-        let FireOutcome::Recorded(recorded) = self.store.record_fire(None, &rows).await? else {
+        let FireOutcome::Recorded(recorded) =
+            self.record_judged(&job, None, &rows, |_| false).await?
+        else {
             unreachable!("unclaimed fires are always recorded")
         };
-        if self.count_fire(&job, TriggerType::Manual, now, skipped.is_some()) {
+        if self.count_fire(&job, TriggerType::Manual, now, &recorded) {
             self.start_rows(&job, recorded.clone(), None);
         }
         Ok(recorded)

@@ -8,10 +8,13 @@
 //!   twice at once is protected from an operator's trigger too, as XXL-JOB's block strategy
 //!   and Quartz's `@DisallowConcurrentExecution` are): `SKIP` records the fire's rows as
 //!   SKIPPED, uncalled, when the job has a PENDING or RUNNING execution; `COVER` cancels
-//!   those first (each executor is asked to stop), then runs the fire. The open executions
-//!   are read from the database, so this holds across instances; the fire claim still makes
-//!   a cron fire itself exactly-once. Retries (automatic, compensation's, an operator's
-//!   retry) continue a run and are not judged again.
+//!   those (each executor is asked to stop) before the fire's calls start. The open
+//!   executions are read in the transaction that records the fire, under a lock on the job's
+//!   row, so guarded fires of one job are judged one after another whichever instances
+//!   record them: of simultaneous SKIP fires exactly one runs, of simultaneous COVER fires the
+//!   last recorded runs. The fire claim still makes a cron fire itself exactly-once. Retries
+//!   (automatic, compensation's, an operator's retry) continue a run and are not judged
+//!   again.
 //! - Child jobs: when every range of a fire has ended SUCCESS, each child is triggered once
 //!   (trigger type CHILD, `parentTraceId` the parent execution that completed the fire). The
 //!   child's execution ids derive from the parent fire, so two ranges finishing together, on
@@ -22,17 +25,17 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 
-use super::rows::{fire_rows, skip};
+use super::rows::fire_rows;
 use super::{Dispatcher, Hold, Lease, plan};
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobDefinition, OverlapPolicy, RouteStrategy, TriggerType,
-    child_execution_id,
+    Execution, ExecutionStatus, JobDefinition, NewExecution, OverlapPolicy, RouteStrategy,
+    TriggerType, child_execution_id,
 };
 use crate::store::{FireClaim, FireOutcome, StoreError};
 
-/// A due cron fire with its backlog place, and why it is recorded SKIPPED instead of called.
-pub(super) type DueFire = (Arc<JobDefinition>, DateTime<Utc>, Hold, Option<String>);
+/// A due cron fire with its backlog place.
+pub(super) type DueFire = (Arc<JobDefinition>, DateTime<Utc>, Hold);
 
 /// Calls in flight from this instance, per executor address (for `LEAST_BUSY`).
 #[derive(Default)]
@@ -101,63 +104,72 @@ impl Dispatcher {
         plan::route(&addrs, &input).unwrap_or(0)
     }
 
-    /// A cron fire of a job whose overlap policy is not ALLOW: the open executions decide.
+    /// A cron fire of a job whose overlap policy is not ALLOW, recorded alone at its instant
+    /// and judged against the job's open executions.
     pub(super) async fn guarded_fire(
         self: &Arc<Self>,
         job: Arc<JobDefinition>,
         fire_time: DateTime<Utc>,
         hold: Hold,
     ) {
-        let skipped = self.overlap(&job, |_| false).await;
-        self.record_fires(vec![(job, fire_time, hold, skipped)])
-            .await;
+        let (claim, rows) = self.cron_record(&job, fire_time, Utc::now()).await;
+        match self
+            .record_judged(&job, Some(&claim), &rows, |_| false)
+            .await
+        {
+            Ok(outcome) => self.after_cron_record(job, fire_time, hold, outcome),
+            Err(e) => {
+                tracing::error!(job_name = %job.name(), %fire_time, error = %e, "could not record a due fire; it follows the misfire policy once the database answers");
+                self.missed_fires(&[(job, fire_time, hold)]);
+            }
+        }
     }
 
-    /// What the job's overlap policy makes of a fire about to be recorded (cron, manual or
-    /// child): `Some(why)` when its rows are to be recorded SKIPPED; under COVER the open
-    /// executions are cancelled here first. Open executions for which `same_fire` holds are
-    /// this very fire, recorded by a racing instance: they neither count nor are cancelled
-    /// (recording this one collides with them on the unique key).
-    pub(super) async fn overlap(
+    /// Records a fire's `rows` (with its claim when it is a cron fire) under the job's overlap
+    /// policy: under SKIP the rows are recorded SKIPPED when the job has open executions;
+    /// under COVER those are cancelled once the fire is recorded, before its calls start.
+    /// Open executions for which `same_fire` holds are this very fire, recorded by a racing
+    /// instance: they neither count nor are cancelled (recording this one collides with them
+    /// on the unique key).
+    pub(super) async fn record_judged(
         self: &Arc<Self>,
         job: &JobDefinition,
-        same_fire: impl Fn(&Execution) -> bool,
-    ) -> Option<String> {
-        if job.spec.overlap_policy == OverlapPolicy::Allow {
-            return None;
+        claim: Option<&FireClaim>,
+        rows: &[NewExecution],
+        same_fire: impl Fn(&Execution) -> bool + Send + Sync,
+    ) -> Result<FireOutcome, StoreError> {
+        let policy = job.spec.overlap_policy;
+        if policy == OverlapPolicy::Allow {
+            return self.store.record_fire(claim, rows).await;
         }
-        let open = match self.store.open_executions(job.name().as_str()).await {
-            Ok(open) => open,
-            Err(e) => {
-                tracing::warn!(job_name = %job.name(), error = %e, "cannot read open executions; the fire runs");
-                Vec::new()
-            }
-        };
-        let open: Vec<Execution> = open.into_iter().filter(|e| !same_fire(e)).collect();
-        if open.is_empty() {
-            return None;
-        }
-        match job.spec.overlap_policy {
-            OverlapPolicy::Skip => {
-                let traces: Vec<&str> = open.iter().map(|e| e.trace_id.as_str()).collect();
-                Some(format!(
+        let judge = |open: &[Execution]| -> Option<String> {
+            let running: Vec<&str> = open
+                .iter()
+                .filter(|e| !same_fire(e))
+                .map(|e| e.trace_id.as_str())
+                .collect();
+            (policy == OverlapPolicy::Skip && !running.is_empty()).then(|| {
+                format!(
                     "not called: the job still runs {} (overlapPolicy SKIP)",
-                    traces.join(", ")
-                ))
-            }
-            OverlapPolicy::Cover => {
-                for exec in &open {
-                    if let Err(e) = self
-                        .cancel(&exec.trace_id, Some("overlapPolicy COVER"))
-                        .await
-                    {
-                        tracing::info!(trace_id = %exec.trace_id, error = %e, "covered execution not cancelled");
-                    }
+                    running.join(", ")
+                )
+            })
+        };
+        let (outcome, open) = self
+            .store
+            .record_guarded_fire(job.name().as_str(), claim, rows, &judge)
+            .await?;
+        if policy == OverlapPolicy::Cover && matches!(outcome, FireOutcome::Recorded(_)) {
+            for exec in open.iter().filter(|e| !same_fire(e)) {
+                if let Err(e) = self
+                    .cancel(&exec.trace_id, Some("overlapPolicy COVER"))
+                    .await
+                {
+                    tracing::info!(trace_id = %exec.trace_id, error = %e, "covered execution not cancelled");
                 }
-                None
             }
-            OverlapPolicy::Allow => None,
         }
+        Ok(outcome)
     }
 
     /// Counts a recorded fire; `false` when the overlap policy skipped it (nothing to start).
@@ -166,8 +178,11 @@ impl Dispatcher {
         job: &JobDefinition,
         trigger: TriggerType,
         fire_time: DateTime<Utc>,
-        skipped: bool,
+        recorded: &[Execution],
     ) -> bool {
+        let skipped = recorded
+            .iter()
+            .any(|e| e.status == ExecutionStatus::Skipped);
         if skipped {
             metrics::counter!("scheduler_overlap_skipped_total", "job_name" => job.name().to_string()).increment(1);
             tracing::info!(job_name = %job.name(), trigger = trigger.as_str(), %fire_time, "fire recorded SKIPPED (overlap policy)");
@@ -225,14 +240,13 @@ impl Dispatcher {
                         .as_deref()
                         .is_some_and(|p| fire.iter().any(|r| r.trace_id == p))
             };
-            let skipped = self.overlap(&child, this_fire).await;
             let executors = self
                 .discovery
                 .executors(child.spec.service_name.as_str())
                 .await;
             let first = self.first_executor(&child, &executors);
             let now = Utc::now();
-            let mut rows: Vec<_> = fire_rows(
+            let rows: Vec<_> = fire_rows(
                 &child,
                 now,
                 TriggerType::Child,
@@ -254,13 +268,10 @@ impl Dispatcher {
                 r
             })
             .collect();
-            if let Some(why) = &skipped {
-                skip(&mut rows, why);
-            }
-            match self.store.record_fire(None, &rows).await {
+            match self.record_judged(&child, None, &rows, this_fire).await {
                 Ok(FireOutcome::Recorded(recorded)) => {
                     tracing::info!(child = %child.name(), parent_trace_id = %ended.trace_id, "child job triggered");
-                    if self.count_fire(&child, TriggerType::Child, now, skipped.is_some()) {
+                    if self.count_fire(&child, TriggerType::Child, now, &recorded) {
                         self.start_rows(&child, recorded, None);
                     }
                 }
@@ -271,70 +282,95 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Records cron fires (claims and rows, one transaction) and starts the calls of those
-    /// not skipped. Each fire comes with its backlog place.
+    /// Records cron fires (claims and rows, one transaction) and starts their calls. Each
+    /// fire comes with its backlog place.
     pub(super) async fn record_fires(self: &Arc<Self>, fires: Vec<DueFire>) {
         let now = Utc::now();
         let mut records = Vec::with_capacity(fires.len());
-        for (job, fire_time, _, skipped) in &fires {
-            let executors = self
-                .discovery
-                .executors(job.spec.service_name.as_str())
-                .await;
-            let first = self.first_executor(job, &executors);
-            let claim = FireClaim {
-                job_name: job.name().to_string(),
-                fire_time: *fire_time,
-                scheduler_instance: self.instance_id().to_string(),
-            };
-            let mut rows = fire_rows(
-                job,
-                *fire_time,
-                TriggerType::Cron,
-                &executors,
-                first,
-                self.instance_id(),
-                now,
-            );
-            if let Some(why) = skipped {
-                skip(&mut rows, why);
-            }
-            records.push((claim, rows));
+        for (job, fire_time, _) in &fires {
+            records.push(self.cron_record(job, *fire_time, now).await);
         }
-        let outcomes = match self.store.record_cron_fires(&records).await {
-            Ok(o) => o,
+        match self.store.record_cron_fires(&records).await {
+            Ok(outcomes) => {
+                for ((job, fire_time, hold), outcome) in fires.into_iter().zip(outcomes) {
+                    self.after_cron_record(job, fire_time, hold, outcome);
+                }
+            }
             Err(e) => {
                 tracing::error!(fires = fires.len(), error = %e, "could not record due fires; they follow the misfire policy once the database answers");
-                let mut missed = self.missed.lock().expect("missed lock");
-                for (job, fire_time, _, _) in &fires {
-                    let earliest = missed.entry(job.name().to_string()).or_insert(*fire_time);
-                    *earliest = (*earliest).min(*fire_time);
-                }
-                return;
+                self.missed_fires(&fires);
             }
+        }
+    }
+
+    /// The claim and rows of `job`'s cron fire at `fire_time`, planned over its live executors.
+    async fn cron_record(
+        &self,
+        job: &JobDefinition,
+        fire_time: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> (FireClaim, Vec<NewExecution>) {
+        let executors = self
+            .discovery
+            .executors(job.spec.service_name.as_str())
+            .await;
+        let first = self.first_executor(job, &executors);
+        let claim = FireClaim {
+            job_name: job.name().to_string(),
+            fire_time,
+            scheduler_instance: self.instance_id().to_string(),
         };
-        for ((job, fire_time, hold, skipped), outcome) in fires.into_iter().zip(outcomes) {
-            match outcome {
-                FireOutcome::Recorded(rows) => {
-                    if !self.count_fire(&job, TriggerType::Cron, fire_time, skipped.is_some()) {
-                        continue;
-                    }
-                    if fire_time > Utc::now() {
-                        self.start_at_instant(super::ahead::WaitingFire {
-                            job,
-                            fire_time,
-                            rows,
-                            hold,
-                        });
-                    } else {
-                        self.start_rows(&job, rows, hold);
-                    }
+        let rows = fire_rows(
+            job,
+            fire_time,
+            TriggerType::Cron,
+            &executors,
+            first,
+            self.instance_id(),
+            now,
+        );
+        (claim, rows)
+    }
+
+    /// Starts the calls of a recorded cron fire (at its instant when recorded ahead of it),
+    /// unless the overlap policy skipped it or another scheduler had fired it.
+    fn after_cron_record(
+        self: &Arc<Self>,
+        job: Arc<JobDefinition>,
+        fire_time: DateTime<Utc>,
+        hold: Hold,
+        outcome: FireOutcome,
+    ) {
+        match outcome {
+            FireOutcome::Recorded(rows) => {
+                if !self.count_fire(&job, TriggerType::Cron, fire_time, &rows) {
+                    return;
                 }
-                FireOutcome::AlreadyFired => {
-                    metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job_name" => job.name().to_string()).increment(1);
-                    tracing::info!(job_name = %job.name(), %fire_time, "fire already dispatched by another scheduler; skipped");
+                if fire_time > Utc::now() {
+                    self.start_at_instant(super::ahead::WaitingFire {
+                        job,
+                        fire_time,
+                        rows,
+                        hold,
+                    });
+                } else {
+                    self.start_rows(&job, rows, hold);
                 }
             }
+            FireOutcome::AlreadyFired => {
+                metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job_name" => job.name().to_string()).increment(1);
+                tracing::info!(job_name = %job.name(), %fire_time, "fire already dispatched by another scheduler; skipped");
+            }
+        }
+    }
+
+    /// Remembers fires that could not be recorded: the engine applies the misfire policy to
+    /// them once the database answers.
+    fn missed_fires(&self, fires: &[DueFire]) {
+        let mut missed = self.missed.lock().expect("missed lock");
+        for (job, fire_time, _) in fires {
+            let earliest = missed.entry(job.name().to_string()).or_insert(*fire_time);
+            *earliest = (*earliest).min(*fire_time);
         }
     }
 

@@ -129,14 +129,6 @@ fn successor(parent: &Execution, trigger: TriggerType, trace_id: String, me: &st
     }
 }
 
-/// Records a fire's rows as SKIPPED, uncalled, for `why` (the overlap policy).
-pub fn skip(rows: &mut [NewExecution], why: &str) {
-    for r in rows {
-        r.status = ExecutionStatus::Skipped;
-        r.error_message = Some(why.to_string());
-    }
-}
-
 pub fn no_executor(job: &JobDefinition) -> String {
     format!(
         "no executor instance available for service `{}`",

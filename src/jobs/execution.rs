@@ -201,6 +201,12 @@ pub struct NewExecution {
 }
 
 impl NewExecution {
+    /// Records the row as SKIPPED, uncalled, for `why` (the overlap policy).
+    pub fn skip(&mut self, why: &str) {
+        self.status = ExecutionStatus::Skipped;
+        self.error_message = Some(why.to_string());
+    }
+
     /// The row as stored under `id` (times at the stored millisecond precision).
     pub fn recorded(self, id: i64) -> Execution {
         use chrono::SubsecRound;

@@ -350,6 +350,10 @@ impl Applied {
 /// Where a keyset page of executions continues: after this sort key and id.
 pub type Cursor = Option<(DateTime<Utc>, i64)>;
 
+/// Says why a guarded fire's rows are to be recorded SKIPPED, given the job's open
+/// executions (see [`Store::record_guarded_fire`]); `None` records them as they are.
+pub type OverlapJudge<'j> = dyn for<'a> Fn(&'a [Execution]) -> Option<String> + Send + Sync + 'j;
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// `mysql` or `sqlite`.
@@ -411,6 +415,19 @@ pub trait Store: Send + Sync + 'static {
         claim: Option<&FireClaim>,
         rows: &[NewExecution],
     ) -> Result<FireOutcome, StoreError>;
+    /// Records a fire of `job` whose overlap policy is not ALLOW (with its claim when it is a
+    /// cron fire), judging the overlap under a lock on the job's row: the guarded fires of a
+    /// job, on any instance, are recorded one after another, each seeing the rows of those
+    /// before it. A claim that exists already yields `AlreadyFired` before anything is read.
+    /// `judge` gets the job's open (PENDING and RUNNING) executions and says why the rows are
+    /// to be recorded SKIPPED, if they are. Returns the outcome and the open executions judged.
+    async fn record_guarded_fire(
+        &self,
+        job: &str,
+        claim: Option<&FireClaim>,
+        rows: &[NewExecution],
+        judge: &OverlapJudge<'_>,
+    ) -> Result<(FireOutcome, Vec<Execution>), StoreError>;
     /// Records several cron fires in one transaction (one commit). Each fire, its claim and
     /// its rows, is all-or-nothing on its own (a savepoint each): a fire another scheduler
     /// claimed already is `AlreadyFired` and the others are still recorded.
@@ -473,8 +490,6 @@ pub trait Store: Send + Sync + 'static {
     /// rows removed.
     async fn withdraw_fires(&self, fires: &[(FireClaim, Vec<String>)]) -> Result<u64, StoreError>;
 
-    /// The PENDING and RUNNING executions of `job` (overlap policies), oldest first.
-    async fn open_executions(&self, job: &str) -> Result<Vec<Execution>, StoreError>;
     /// Every execution of `job`'s fire at `fire_time`, retries included (child jobs).
     async fn fire_executions(
         &self,

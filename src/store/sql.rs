@@ -277,6 +277,20 @@ macro_rules! sql_store {
 
             /// Inserts rows with multi-row statements and reads their generated ids back by
             /// trace id (ids of a multi-row insert are not reported one by one).
+            /// The PENDING and RUNNING executions of `job`, oldest first.
+            async fn open_in<'c, E>(exec: E, job: &str) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError>
+            where
+                E: sqlx::Executor<'c, Database = $db>,
+            {
+                let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
+                    "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND status IN ('PENDING', 'RUNNING') ORDER BY id"
+                ))
+                .bind(job)
+                .fetch_all(exec)
+                .await?;
+                rows.into_iter().map(Self::execution).collect()
+            }
+
             async fn insert_executions(
                 tx: &mut sqlx::Transaction<'_, $db>,
                 rows: &[&$crate::jobs::NewExecution],
@@ -805,6 +819,53 @@ macro_rules! sql_store {
                 Ok($crate::store::FireOutcome::Recorded(out))
             }
 
+            async fn record_guarded_fire(
+                &self,
+                job: &str,
+                claim: Option<&$crate::store::FireClaim>,
+                rows: &[$crate::jobs::NewExecution],
+                judge: &$crate::store::OverlapJudge<'_>,
+            ) -> Result<($crate::store::FireOutcome, Vec<$crate::jobs::Execution>), $crate::store::StoreError> {
+                use $crate::store::{FireOutcome, StoreError, UniqueKey};
+                let mut tx = self.pool.begin().await?;
+                // The job row's lock orders the guarded fires of the job until the commit. A
+                // write, so that SQLite takes its write lock first (see the module doc); the
+                // first read below comes after it, so MySQL's snapshot holds the rows of the
+                // fires recorded before.
+                sqlx::query("UPDATE job_definition SET name = name WHERE name = ?")
+                    .bind(job)
+                    .execute(&mut *tx)
+                    .await?;
+                if let Some(c) = claim {
+                    match Self::insert_claims(&mut tx, &[c]).await {
+                        Ok(()) => {}
+                        Err(StoreError::Duplicate(_)) => {
+                            tx.rollback().await?;
+                            return Ok((FireOutcome::AlreadyFired, Vec::new()));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                let open = Self::open_in(&mut *tx, job).await?;
+                let mut rows = rows.to_vec();
+                if let Some(why) = judge(&open) {
+                    for r in &mut rows {
+                        r.skip(&why);
+                    }
+                }
+                match Self::insert_executions(&mut tx, &rows.iter().collect::<Vec<_>>()).await {
+                    Ok(out) => {
+                        tx.commit().await?;
+                        Ok((FireOutcome::Recorded(out), open))
+                    }
+                    Err(StoreError::Duplicate(UniqueKey::ExecutionId)) if claim.is_some() => {
+                        tx.rollback().await?;
+                        Ok((FireOutcome::AlreadyFired, Vec::new()))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+
             async fn record_cron_fires(
                 &self,
                 fires: &[($crate::store::FireClaim, Vec<$crate::jobs::NewExecution>)],
@@ -1028,16 +1089,6 @@ macro_rules! sql_store {
                 }
                 tx.commit().await?;
                 Ok(removed)
-            }
-
-            async fn open_executions(&self, job: &str) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
-                let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
-                    "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND status IN ('PENDING', 'RUNNING') ORDER BY id"
-                ))
-                .bind(job)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.into_iter().map(Self::execution).collect()
             }
 
             async fn fire_executions(&self, job: &str, fire_time: chrono::DateTime<chrono::Utc>) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {

@@ -22,6 +22,8 @@ backend_tests!(
     overlap_cover_cancels_the_running_execution_then_runs,
     a_manual_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped,
     a_manual_trigger_of_a_cover_job_cancels_the_running_run_then_runs,
+    simultaneous_triggers_of_a_skip_job_on_two_instances_run_once,
+    simultaneous_triggers_of_a_cover_job_on_two_instances_leave_one_running,
     a_child_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped,
     child_jobs_run_once_after_every_range_succeeded,
     a_trigger_body_sets_params_and_executor,
@@ -40,6 +42,16 @@ async fn pair(backend: Backend, executors: Vec<String>) -> (TestApp, TestApp) {
     })
     .await;
     (a, b)
+}
+
+/// `n` manual triggers of `job` sent at once, alternately to `a` and `b`; every row answered.
+async fn triggers_at_once(a: &TestApp, b: &TestApp, job: &str, n: usize) -> Vec<Value> {
+    let sent = (0..n).map(|i| trigger(if i % 2 == 0 { a } else { b }, job, None));
+    futures::future::join_all(sent)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 async fn trigger(app: &TestApp, job: &str, body: Option<Value>) -> Vec<Value> {
@@ -347,6 +359,75 @@ async fn a_manual_trigger_of_a_cover_job_cancels_the_running_run_then_runs(backe
     assert_eq!(slow.calls().len(), 2);
     a.execution_in(&second, "RUNNING", Duration::from_secs(5))
         .await;
+}
+
+/// Ten triggers of a SKIP job sent at once to two instances: the overlap is judged under a
+/// lock on the job's row, so exactly one is recorded to run and the nine others are recorded
+/// SKIPPED, each naming a run recorded before it; the executor is called once.
+async fn simultaneous_triggers_of_a_skip_job_on_two_instances_run_once(backend: Backend) {
+    let slow = Recorder::with(|_| Reply::slow(Duration::from_secs(3))).await;
+    let (a, b) = pair(backend, vec![slow.addr.clone()]).await;
+    a.create_job(
+        &json!({"name": "exclusive", "serviceName": "svc", "handler": "h",
+        "cron": "0 0 3 1 1 ?", "overlapPolicy": "SKIP", "timeoutSeconds": 30, "maxRetry": 0}),
+    )
+    .await;
+    let rows = triggers_at_once(&a, &b, "exclusive", 10).await;
+    assert_eq!(rows.len(), 10, "{rows:?}");
+    let (ran, skipped): (Vec<&Value>, Vec<&Value>) =
+        rows.iter().partition(|r| r["status"] != "SKIPPED");
+    assert_eq!(ran.len(), 1, "exactly one runs: {rows:?}");
+    let winner = ran[0]["traceId"].as_str().unwrap().to_string();
+    for row in &skipped {
+        let why = row["errorMessage"].as_str().unwrap();
+        assert!(why.contains(&winner), "{why}");
+    }
+    a.execution_in(&winner, "SUCCESS", Duration::from_secs(15))
+        .await;
+    let called: Vec<String> = slow
+        .calls()
+        .iter()
+        .map(|c| c.trace_id().to_string())
+        .collect();
+    assert_eq!(called, vec![winner]);
+}
+
+/// Six triggers of a COVER job sent at once to two instances: each recorded fire cancels
+/// those recorded before it, so one execution is left running and five end CANCELLED.
+async fn simultaneous_triggers_of_a_cover_job_on_two_instances_leave_one_running(backend: Backend) {
+    let slow = Recorder::with(|_| Reply::slow(Duration::from_secs(30))).await;
+    let (a, b) = pair(backend, vec![slow.addr.clone()]).await;
+    a.create_job(
+        &json!({"name": "freshest", "serviceName": "svc", "handler": "h",
+        "cron": "0 0 3 1 1 ?", "overlapPolicy": "COVER", "timeoutSeconds": 60, "maxRetry": 0}),
+    )
+    .await;
+    let rows = triggers_at_once(&a, &b, "freshest", 6).await;
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    eventually(
+        Duration::from_secs(15),
+        "one RUNNING and five CANCELLED",
+        || async {
+            let mut statuses: Vec<String> = a
+                .executions("freshest")
+                .await
+                .iter()
+                .map(|r| r["status"].as_str().unwrap().to_string())
+                .collect();
+            statuses.sort();
+            let want = [
+                "CANCELLED",
+                "CANCELLED",
+                "CANCELLED",
+                "CANCELLED",
+                "CANCELLED",
+                "RUNNING",
+            ];
+            (statuses == want).then_some(statuses)
+        },
+    )
+    .await;
+    a.patch("/api/v1/jobs/freshest/enabled?enabled=false").await;
 }
 
 /// A child job with SKIP that still runs: the parent's success records the child's trigger
