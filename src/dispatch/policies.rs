@@ -16,9 +16,12 @@
 //!   (automatic, compensation's, an operator's retry) continue a run and are not judged
 //!   again.
 //! - Child jobs: when every range of a fire has ended SUCCESS, each child is triggered once
-//!   (trigger type CHILD, `parentTraceId` the parent execution that completed the fire). The
-//!   child's execution ids derive from the parent fire, so two ranges finishing together, on
-//!   one instance or two, collide on the unique key and only one trigger is written.
+//!   (trigger type CHILD, `parentTraceId` the parent execution that completed the fire). A
+//!   fire is named by its execution ids ([`fire_key`]: one cron instant, or one trigger),
+//!   which its retries and an operator's re-runs keep, so two runs in one second are two
+//!   fires and a re-run can complete its fire. The child's execution ids derive from the
+//!   parent fire, so two ranges finishing together, on one instance or two, collide on the
+//!   unique key and only one trigger is written.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -30,7 +33,7 @@ use super::{Dispatcher, Hold, Lease, plan};
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
     Execution, ExecutionStatus, JobDefinition, NewExecution, OverlapPolicy, RouteStrategy,
-    TriggerType, child_execution_id,
+    TriggerType, child_execution_id, fire_key,
 };
 use crate::store::{FireClaim, FireOutcome, StoreError};
 
@@ -208,9 +211,10 @@ impl Dispatcher {
         job: &Arc<JobDefinition>,
         ended: &Execution,
     ) -> Result<(), StoreError> {
+        let parent_fire = fire_key(&ended.execution_id);
         let fire = self
             .store
-            .fire_executions(job.name().as_str(), ended.fire_time)
+            .fire_executions(job.name().as_str(), parent_fire)
             .await?;
         // The fire's ranges are those of its first attempts; each must have a SUCCESS.
         let ranges: BTreeSet<(u32, u32)> = fire
@@ -259,8 +263,7 @@ impl Dispatcher {
             .map(|mut r| {
                 r.execution_id = child_execution_id(
                     child.name().as_str(),
-                    job.name().as_str(),
-                    ended.fire_time,
+                    parent_fire,
                     r.shard_start,
                     r.shard_end,
                 );

@@ -7,7 +7,7 @@ use super::plan;
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
     Execution, ExecutionStatus, JobDefinition, NewExecution, TriggerType, execution_id,
-    new_trace_id, retry_execution_id, triggered_execution_id,
+    new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
 };
 
 /// One PENDING row per shard range over the live executors (range `i` planned for executor
@@ -26,14 +26,15 @@ pub fn fire_rows(
 ) -> Vec<NewExecution> {
     let name = job.name().as_str();
     let shard_count = job.spec.shard_count;
+    // The ranges of a trigger share its fire id (see `jobs::triggered_execution_id`).
+    let fire_id = new_trace_id();
     let row = |start: u32, end: u32, executor: Option<String>| {
-        let trace_id = new_trace_id();
         NewExecution {
             execution_id: match trigger {
                 TriggerType::Cron => execution_id(name, fire_time, start, end),
-                other => triggered_execution_id(name, other, &trace_id, start, end),
+                other => triggered_execution_id(name, other, &fire_id, start, end),
             },
-            trace_id,
+            trace_id: new_trace_id(),
             job_name: name.to_string(),
             trigger_type: trigger,
             fire_time,
@@ -92,13 +93,7 @@ pub fn retry_row(
 pub fn rerun_row(finished: &Execution, me: &str, now: DateTime<Utc>) -> NewExecution {
     let trace_id = new_trace_id();
     NewExecution {
-        execution_id: triggered_execution_id(
-            &finished.job_name,
-            TriggerType::Retry,
-            &trace_id,
-            finished.shard_start,
-            finished.shard_end,
-        ),
+        execution_id: rerun_execution_id(&finished.execution_id, &trace_id),
         retry_count: finished.retry_count + 1,
         trigger_time: now,
         due_time: now,

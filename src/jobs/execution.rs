@@ -121,48 +121,73 @@ pub fn execution_id(
     )
 }
 
-/// Every execution id is built here, so their formats cannot drift apart:
-/// - cron fires: [`execution_id`], the same on every scheduler (the dedupe key);
-/// - other triggers (manual, operator retry, child): `{job}:{TRIGGER}:{trace_id}:{start}-{end}`,
-///   unique by their fresh trace id;
-/// - automatic retries: the first attempt's id plus `#r{n}`, so attempt n of a range can be
-///   created once only, whoever applies the retry policy.
+/// Every execution id is built here, so their formats cannot drift apart. Each is
+/// `{fire}:{start}-{end}` and a suffix, where `{fire}` ([`fire_key`]) names the fire the
+/// range belongs to, shared by its ranges and by every later attempt of them:
+/// - cron fires: [`execution_id`], `{job}:{yyyyMMddHHmmss}`, the same on every scheduler (the
+///   dedupe key);
+/// - manual triggers: `{job}:MANUAL:{fire_id}:{start}-{end}`, one fresh id per trigger
+///   ([`triggered_execution_id`]);
+/// - child triggers: `{child}:CHILD:{digest of the parent's fire}:{start}-{end}`, the same on
+///   every scheduler ([`child_execution_id`]);
+/// - automatic retries: the attempt's id plus `#r{n}`, so attempt n of a range can be created
+///   once only, whoever applies the retry policy ([`retry_execution_id`]);
+/// - an operator's re-run: the first attempt's id plus `#x{trace_id}`, unique by its fresh
+///   trace id ([`rerun_execution_id`]); its own automatic retries add `#r{n}` to that.
 pub fn triggered_execution_id(
     job: &str,
     trigger: TriggerType,
-    trace_id: &str,
+    fire_id: &str,
     shard_start: u32,
     shard_end: u32,
 ) -> String {
     format!(
-        "{job}:{}:{trace_id}:{shard_start}-{shard_end}",
+        "{job}:{}:{fire_id}:{shard_start}-{shard_end}",
         trigger.as_str()
     )
 }
 
-/// The id of range `start-end` of child job `child` triggered by `parent`'s fire at
-/// `fire_time`: the same on every scheduler, so a child is triggered once per parent fire.
-/// The parent is named by a digest, which keeps the id within its 200 characters.
+/// The id of range `start-end` of child job `child` triggered by the parent fire whose
+/// [`fire_key`] is `parent_fire`: the same on every scheduler, so a child is triggered once
+/// per parent fire, and a different one for every parent fire (two manual runs of the parent
+/// in one second, a cron fire and a manual run in one second). The parent is named by a
+/// digest, which keeps the id within its 200 characters.
 pub fn child_execution_id(
     child: &str,
-    parent: &str,
-    fire_time: DateTime<Utc>,
+    parent_fire: &str,
     shard_start: u32,
     shard_end: u32,
 ) -> String {
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(parent.as_bytes());
+    let digest = sha2::Sha256::digest(parent_fire.as_bytes());
     format!(
-        "{child}:CHILD:{}:{}:{shard_start}-{shard_end}",
-        hex::encode(&digest[..8]),
-        fire_time.format("%Y%m%d%H%M%S")
+        "{child}:CHILD:{}:{shard_start}-{shard_end}",
+        hex::encode(&digest[..8])
     )
 }
 
-/// The id of automatic retry `retry` of the attempt whose id is `previous`.
+/// The id of automatic retry `retry` of the attempt whose id is `previous`: the attempt's
+/// series (its id without a `#r{n}` retry suffix) plus `#r{retry}`.
 pub fn retry_execution_id(previous: &str, retry: u32) -> String {
-    let first = previous.split('#').next().unwrap_or(previous);
-    format!("{first}#r{retry}")
+    let series = match previous.rsplit_once("#r") {
+        Some((series, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => series,
+        _ => previous,
+    };
+    format!("{series}#r{retry}")
+}
+
+/// The id of an operator's re-run (with fresh `trace_id`) of the attempt whose id is
+/// `finished`: the range's first attempt id plus `#x{trace_id}`, in the same fire.
+pub fn rerun_execution_id(finished: &str, trace_id: &str) -> String {
+    let first = finished.split('#').next().unwrap_or(finished);
+    format!("{first}#x{trace_id}")
+}
+
+/// The fire an execution id belongs to: the id without its suffixes (`#…`) and its range
+/// (`:{start}-{end}`). Job names may hold `:`, so the range is cut at the last one.
+pub fn fire_key(execution_id: &str) -> &str {
+    let first = execution_id.split('#').next().unwrap_or(execution_id);
+    first.rsplit_once(':').map_or(first, |(fire, _)| fire)
 }
 
 /// A W3C-compatible trace id: 32 lower-case hex digits, never all zero.
@@ -296,6 +321,46 @@ mod tests {
             triggered_execution_id("a", TriggerType::Manual, "t", 0, 9),
             "a:MANUAL:t:0-9"
         );
+    }
+
+    #[test]
+    fn a_rerun_and_its_retries_are_their_own_series_in_the_same_fire() {
+        let retried = "order-sync:20240305070809:0-33#r2";
+        let rerun = rerun_execution_id(retried, "abc");
+        assert_eq!(rerun, "order-sync:20240305070809:0-33#xabc");
+        assert_eq!(retry_execution_id(&rerun, 3), format!("{rerun}#r3"));
+        assert_eq!(
+            retry_execution_id(&retry_execution_id(&rerun, 3), 4),
+            format!("{rerun}#r4")
+        );
+        // A trace id holding "r" followed by digits is not taken for a retry suffix.
+        let rerun = rerun_execution_id(retried, "0r12");
+        assert_eq!(retry_execution_id(&rerun, 1), format!("{rerun}#r1"));
+    }
+
+    #[test]
+    fn every_attempt_of_every_range_names_its_fire() {
+        let t = Utc.with_ymd_and_hms(2024, 3, 5, 7, 8, 9).unwrap();
+        let cron = execution_id("ns:order-sync", t, 0, 33);
+        assert_eq!(fire_key(&cron), "ns:order-sync:20240305070809");
+        assert_eq!(
+            fire_key(&retry_execution_id(&cron, 2)),
+            "ns:order-sync:20240305070809"
+        );
+        assert_eq!(
+            fire_key(&rerun_execution_id(&cron, "t")),
+            "ns:order-sync:20240305070809"
+        );
+        let manual = triggered_execution_id("a", TriggerType::Manual, "f1", 34, 66);
+        assert_eq!(fire_key(&manual), "a:MANUAL:f1");
+        let child = child_execution_id("c", "a:MANUAL:f1", 0, 0);
+        assert!(
+            child.starts_with("c:CHILD:") && child.ends_with(":0-0"),
+            "{child}"
+        );
+        assert_eq!(fire_key(&child), &child[..child.len() - 4]);
+        // Two parent fires, two child fires.
+        assert_ne!(child, child_execution_id("c", "a:MANUAL:f2", 0, 0));
     }
 
     #[test]

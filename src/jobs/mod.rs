@@ -23,7 +23,7 @@ use utoipa::ToSchema;
 pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, child_execution_id, execution_id,
-    new_trace_id, retry_execution_id, triggered_execution_id,
+    fire_key, new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
 };
 pub use name::{JobName, PathSegment};
 pub use policies::{

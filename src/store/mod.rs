@@ -490,12 +490,9 @@ pub trait Store: Send + Sync + 'static {
     /// rows removed.
     async fn withdraw_fires(&self, fires: &[(FireClaim, Vec<String>)]) -> Result<u64, StoreError>;
 
-    /// Every execution of `job`'s fire at `fire_time`, retries included (child jobs).
-    async fn fire_executions(
-        &self,
-        job: &str,
-        fire_time: DateTime<Utc>,
-    ) -> Result<Vec<Execution>, StoreError>;
+    /// Every execution of `job`'s fire whose [`crate::jobs::fire_key`] is `fire`: its ranges,
+    /// their retries and re-runs (child jobs), in insertion order.
+    async fn fire_executions(&self, job: &str, fire: &str) -> Result<Vec<Execution>, StoreError>;
 
     /// What was triggered at or after `since`, for the console's overview.
     async fn activity_since(&self, since: DateTime<Utc>) -> Result<Activity, StoreError>;

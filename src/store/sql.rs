@@ -1091,15 +1091,26 @@ macro_rules! sql_store {
                 Ok(removed)
             }
 
-            async fn fire_executions(&self, job: &str, fire_time: chrono::DateTime<chrono::Utc>) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+            async fn fire_executions(&self, job: &str, fire: &str) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
+                // The fire's ids all start with `{fire}:` (and sort before `{fire};`): a range
+                // of the unique execution_id index, with no LIKE pattern to escape.
                 let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
-                    "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND fire_time = ? ORDER BY id"
+                    "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND execution_id >= ? AND execution_id < ? ORDER BY id"
                 ))
                 .bind(job)
-                .bind($crate::store::ms(fire_time))
+                .bind(format!("{fire}:"))
+                .bind(format!("{fire};"))
                 .fetch_all(&self.pool)
                 .await?;
-                rows.into_iter().map(Self::execution).collect()
+                let mut out = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let exec = Self::execution(row)?;
+                    // A longer fire key sharing the prefix (job names may hold `:`) is another fire.
+                    if $crate::jobs::fire_key(&exec.execution_id) == fire {
+                        out.push(exec);
+                    }
+                }
+                Ok(out)
             }
 
             async fn pending_before(&self, due_before: chrono::DateTime<chrono::Utc>, after: $crate::store::Cursor, limit: u32) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {

@@ -26,6 +26,8 @@ backend_tests!(
     simultaneous_triggers_of_a_cover_job_on_two_instances_leave_one_running,
     a_child_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped,
     child_jobs_run_once_after_every_range_succeeded,
+    every_run_of_a_parent_triggers_its_children_even_within_one_second,
+    an_operator_rerun_that_completes_a_fire_triggers_its_children,
     a_trigger_body_sets_params_and_executor,
     failure_recovery_and_no_executor_raise_their_alerts
 );
@@ -479,18 +481,25 @@ async fn a_child_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped(backe
     assert_eq!(a.executions("report").await.len(), 2);
 }
 
-async fn child_jobs_run_once_after_every_range_succeeded(backend: Backend) {
-    let (r1, r2) = (Recorder::start().await, Recorder::start().await);
-    let (a, b) = pair(backend, vec![r1.addr.clone(), r2.addr.clone()]).await;
-    a.create_job(
+/// Job `child`, and job `parent` in two shards with `child` as its child job, with `extra`
+/// fields.
+async fn parent_with_child(app: &TestApp, extra: Value) {
+    app.create_job(
         &json!({"name": "child", "serviceName": "svc", "handler": "c", "cron": "0 0 3 1 1 ?"}),
     )
     .await;
-    a.create_job(
-        &json!({"name": "parent", "serviceName": "svc", "handler": "p", "cron": "0 0 3 1 1 ?",
-        "shardCount": 2, "childJobs": ["child"]}),
-    )
-    .await;
+    let mut parent = json!({"name": "parent", "serviceName": "svc", "handler": "p",
+        "cron": "0 0 3 1 1 ?", "shardCount": 2, "childJobs": ["child"]});
+    for (k, v) in extra.as_object().unwrap() {
+        parent[k] = v.clone();
+    }
+    app.create_job(&parent).await;
+}
+
+async fn child_jobs_run_once_after_every_range_succeeded(backend: Backend) {
+    let (r1, r2) = (Recorder::start().await, Recorder::start().await);
+    let (a, b) = pair(backend, vec![r1.addr.clone(), r2.addr.clone()]).await;
+    parent_with_child(&a, json!({})).await;
     let parents = trigger(&b, "parent", None).await;
     assert_eq!(parents.len(), 2, "two ranges");
     let child = eventually(Duration::from_secs(10), "the child run", || async {
@@ -504,6 +513,102 @@ async fn child_jobs_run_once_after_every_range_succeeded(backend: Backend) {
         .map(|p| p["traceId"].as_str().unwrap())
         .collect();
     assert!(parent_traces.contains(&child["parentTraceId"].as_str().unwrap()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(a.executions("child").await.len(), 1, "triggered once");
+}
+
+/// A fire is named by its execution ids, not by its second: three runs of a sharded parent
+/// triggered at once (one fire time, to the second) are three fires, each of whose two ranges
+/// must succeed, and each triggers the child once.
+async fn every_run_of_a_parent_triggers_its_children_even_within_one_second(backend: Backend) {
+    let (r1, r2) = (Recorder::start().await, Recorder::start().await);
+    let (a, b) = pair(backend, vec![r1.addr.clone(), r2.addr.clone()]).await;
+    parent_with_child(&a, json!({})).await;
+    let runs: Vec<Vec<Value>> = futures::future::join_all(
+        (0..3).map(|i| trigger(if i == 1 { &b } else { &a }, "parent", None)),
+    )
+    .await;
+    let children = eventually(Duration::from_secs(15), "three child runs", || async {
+        let rows = a.executions("child").await;
+        (rows.len() == 3 && rows.iter().all(|r| r["status"] == "SUCCESS")).then_some(rows)
+    })
+    .await;
+    // One child per parent run: each names a range of a different run.
+    let mut runs_named: Vec<usize> = children
+        .iter()
+        .map(|c| {
+            let parent = c["parentTraceId"].as_str().unwrap();
+            runs.iter()
+                .position(|run| traces(run).iter().any(|t| t == parent))
+                .unwrap_or_else(|| panic!("{parent} is no parent run's range"))
+        })
+        .collect();
+    runs_named.sort();
+    assert_eq!(runs_named, vec![0, 1, 2]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        a.executions("child").await.len(),
+        3,
+        "triggered once per run"
+    );
+}
+
+/// A range that failed with no retries left leaves its fire unfinished: no child. The
+/// operator's re-run of that range belongs to the same fire; its success completes the fire
+/// and triggers the child, once.
+async fn an_operator_rerun_that_completes_a_fire_triggers_its_children(backend: Backend) {
+    // Range 1-1 fails its first call, wherever it runs.
+    let failed_once = Arc::new(AtomicBool::new(false));
+    let flaky = || {
+        let failed_once = failed_once.clone();
+        move |call: &crate::recorder::RecordedCall| {
+            if call.range() == (1, 1) && !failed_once.swap(true, Ordering::SeqCst) {
+                Reply::status(500, "disk full")
+            } else {
+                Reply::ok()
+            }
+        }
+    };
+    let (r1, r2) = (Recorder::with(flaky()).await, Recorder::with(flaky()).await);
+    let (a, b) = pair(backend, vec![r1.addr.clone(), r2.addr.clone()]).await;
+    parent_with_child(&a, json!({"maxRetry": 0})).await;
+    let rows = trigger(&a, "parent", None).await;
+    let range = |r: &Value| {
+        (
+            r["shardStart"].as_u64().unwrap(),
+            r["shardEnd"].as_u64().unwrap(),
+        )
+    };
+    let (ok, failing): (Vec<&Value>, Vec<&Value>) = rows.iter().partition(|r| range(r) == (0, 0));
+    let ok = ok[0]["traceId"].as_str().unwrap();
+    let failing = failing[0]["traceId"].as_str().unwrap();
+    a.execution_in(ok, "SUCCESS", Duration::from_secs(10)).await;
+    a.execution_in(failing, "FAILED", Duration::from_secs(10))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        a.executions("child").await.is_empty(),
+        "half a fire triggers nothing"
+    );
+
+    // The re-run, on the other instance.
+    let (status, rerun) = b
+        .post(
+            &format!("/api/v1/jobs/executions/{failing}/retry"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{rerun}");
+    let rerun = rerun["traceId"].as_str().unwrap().to_string();
+    b.execution_in(&rerun, "SUCCESS", Duration::from_secs(10))
+        .await;
+    let child = eventually(Duration::from_secs(10), "the child run", || async {
+        let rows = a.executions("child").await;
+        (rows.len() == 1).then(|| rows[0].clone())
+    })
+    .await;
+    assert_eq!(child["triggerType"], "CHILD");
+    assert_eq!(child["parentTraceId"], rerun.as_str());
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(a.executions("child").await.len(), 1, "triggered once");
 }
