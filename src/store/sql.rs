@@ -282,8 +282,11 @@ macro_rules! sql_store {
             where
                 E: sqlx::Executor<'c, Database = $db>,
             {
+                // Along the status index: the open rows of all jobs are few, a job's history
+                // may be millions. The unary `+` keeps SQLite's planner off the job_name index,
+                // which it prefers without statistics; MySQL ignores it and picks by cost.
                 let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
-                    "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND status IN ('PENDING', 'RUNNING') ORDER BY id"
+                    "SELECT ", execution_columns!(), " FROM job_execution WHERE status IN ('PENDING', 'RUNNING') AND +job_name = ? ORDER BY id"
                 ))
                 .bind(job)
                 .fetch_all(exec)
@@ -1093,11 +1096,11 @@ macro_rules! sql_store {
 
             async fn fire_executions(&self, job: &str, fire: &str) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError> {
                 // The fire's ids all start with `{fire}:` (and sort before `{fire};`): a range
-                // of the unique execution_id index, with no LIKE pattern to escape.
+                // of the unique execution_id index, with no LIKE pattern to escape. The job is
+                // checked below, so that no planner prefers the job's whole history.
                 let rows = sqlx::query_as::<_, $crate::store::rows::ExecutionRow>(concat!(
-                    "SELECT ", execution_columns!(), " FROM job_execution WHERE job_name = ? AND execution_id >= ? AND execution_id < ? ORDER BY id"
+                    "SELECT ", execution_columns!(), " FROM job_execution WHERE execution_id >= ? AND execution_id < ? ORDER BY id"
                 ))
-                .bind(job)
                 .bind(format!("{fire}:"))
                 .bind(format!("{fire};"))
                 .fetch_all(&self.pool)
@@ -1106,7 +1109,7 @@ macro_rules! sql_store {
                 for row in rows {
                     let exec = Self::execution(row)?;
                     // A longer fire key sharing the prefix (job names may hold `:`) is another fire.
-                    if $crate::jobs::fire_key(&exec.execution_id) == fire {
+                    if exec.job_name == job && $crate::jobs::fire_key(&exec.execution_id) == fire {
                         out.push(exec);
                     }
                 }
