@@ -365,9 +365,10 @@ async fn a_manual_trigger_of_a_cover_job_cancels_the_running_run_then_runs(backe
 
 /// Ten triggers of a SKIP job sent at once to two instances: the overlap is judged under a
 /// lock on the job's row, so exactly one is recorded to run and the nine others are recorded
-/// SKIPPED, each naming a run recorded before it; the executor is called once.
+/// SKIPPED, each naming a run recorded before it; the executor is called once. The run lasts
+/// 8 s, far longer than recording ten triggers takes even on a loaded machine.
 async fn simultaneous_triggers_of_a_skip_job_on_two_instances_run_once(backend: Backend) {
-    let slow = Recorder::with(|_| Reply::slow(Duration::from_secs(3))).await;
+    let slow = Recorder::with(|_| Reply::slow(Duration::from_secs(8))).await;
     let (a, b) = pair(backend, vec![slow.addr.clone()]).await;
     a.create_job(
         &json!({"name": "exclusive", "serviceName": "svc", "handler": "h",
