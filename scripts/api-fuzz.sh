@@ -45,6 +45,33 @@ for _ in $(seq 1 100); do
 done
 cp scripts/schemathesis.toml "$work/schemathesis.toml"
 
+# Live data for the operations that take a job name or a trace id: without it nearly every
+# call there is a 404 and never reaches the operation's own logic. One job (standalone, no
+# executor for its service, so its run ends FAILED: cancel and result answer 409, retry runs
+# it again) and the trace id of its first range, offered half of the time; the other half
+# stays generated, so unknown names and ids are fuzzed too. (This is what found that an
+# array body was read as an object, field by field.)
+api() {
+    curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@"
+}
+api -X POST "http://127.0.0.1:$port/api/v1/jobs" -d '{"name": "fuzz-seed", "serviceName": "fuzz-svc",
+    "handler": "h", "cron": "0 0 3 1 1 ?", "shardCount": 2}' >/dev/null
+trace=$(api -X POST "http://127.0.0.1:$port/api/v1/jobs/fuzz-seed/trigger" -d '{}' |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["traceId"])')
+cat >> "$work/schemathesis.toml" <<TOML
+
+[dictionaries.jobs]
+values = ["fuzz-seed"]
+
+[dictionaries.traces]
+values = ["$trace"]
+
+[parameters]
+"path.name" = { dictionary = "jobs", probability = 0.5 }
+"path.traceId" = { dictionary = "traces", probability = 0.5 }
+"query.jobName" = { dictionary = "jobs", probability = 0.5 }
+TOML
+
 # Run from the scratch directory: schemathesis keeps its cache in the working directory.
 # One worker: with two, hypothesis parses lambda sources on two threads at once, which trips
 # CPython 3.11's "AST constructor recursion depth mismatch" (a tool crash, not a finding).

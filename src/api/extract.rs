@@ -43,6 +43,13 @@ pub fn parse_json<T: DeserializeOwned>(
             "expected Content-Type: application/json".into(),
         ));
     }
+    // serde also reads a struct from an array, field by field in order; every body of this API
+    // is an object (or `null` where it is optional), as the OpenAPI document says.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ApiError::BadRequest(
+            "invalid JSON body: expected an object, found an array".into(),
+        ));
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     match serde_path_to_error::deserialize(de) {
         Ok(v) => Ok(v),

@@ -214,6 +214,38 @@ async fn malformed_requests_are_4xx(backend: Backend) {
         (413, "application/problem+json")
     );
 
+    // An array whose items fit the fields in order is still not an object: serde would read
+    // it field by field, the document says object.
+    let (_, trigger) = app.post("/api/v1/jobs", &job("fields-in-order")).await;
+    assert_eq!(trigger["name"], "fields-in-order", "{trigger}");
+    for (path, body) in [
+        (
+            "/api/v1/jobs",
+            json!(["in-order", "svc", "h", "0 0 3 1 1 ?"]),
+        ),
+        ("/api/v1/jobs/fields-in-order/trigger", json!([null, null])),
+        ("/api/v1/jobs/fields-in-order/trigger", json!([])),
+        (
+            "/api/v1/jobs/executions/feedbeef/result",
+            json!([true, "done"]),
+        ),
+    ] {
+        let (status, problem) = app.post(path, &body).await;
+        assert_eq!(status, 400, "{path} {body}: {problem}");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("expected an object"),
+            "{problem}"
+        );
+    }
+    assert_eq!(
+        app.executions("fields-in-order").await.len(),
+        0,
+        "nothing was triggered"
+    );
+
     for (path, field) in [
         ("/api/v1/jobs?size=0", "size"),
         ("/api/v1/jobs?size=100000", "size"),
