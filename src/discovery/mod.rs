@@ -3,14 +3,14 @@
 //! The engine sees only the `Discovery` trait. `standalone`: one scheduler, executors from
 //! `[executors.static]`. `nacos`: schedulers and executors from Nacos.
 
+pub mod addr;
 mod nacos;
 mod standalone;
-
-use std::fmt;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
 
+pub use addr::InstanceAddr;
 pub use nacos::{NacosDiscovery, PATH_PREFIX_METADATA};
 pub use standalone::Standalone;
 
@@ -37,53 +37,6 @@ pub trait Discovery: Send + Sync + 'static {
     async fn deregister(&self);
     /// `Err(reason)` while discovery is degraded (readiness).
     fn status(&self) -> Result<(), String>;
-}
-
-/// An `ip:port` instance address; instances are ordered by this text everywhere (ownership,
-/// shard assignment), as the Java JobFlow orders its instance ids.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(try_from = "String", into = "String")]
-pub struct InstanceAddr(String);
-
-impl TryFrom<String> for InstanceAddr {
-    type Error = String;
-    fn try_from(raw: String) -> Result<Self, String> {
-        Self::parse(&raw)
-    }
-}
-
-impl From<InstanceAddr> for String {
-    fn from(addr: InstanceAddr) -> String {
-        addr.0
-    }
-}
-
-impl InstanceAddr {
-    pub fn parse(raw: &str) -> Result<Self, String> {
-        let (host, port) = raw
-            .rsplit_once(':')
-            .ok_or_else(|| format!("`{raw}` is not ip:port"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/' || c == '@') {
-            return Err(format!("`{raw}` has no valid host"));
-        }
-        match port.parse::<u16>() {
-            Ok(p) if p > 0 => Ok(Self(raw.to_string())),
-            _ => Err(format!("`{raw}` has no valid port")),
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for InstanceAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 /// The local address used to reach `server_addr` (the first of a comma-separated list): the
@@ -167,22 +120,5 @@ mod tests {
             "127.0.0.1"
         );
         assert!(detect_ip("").is_none());
-    }
-
-    #[test]
-    fn addresses() {
-        assert!(InstanceAddr::parse("127.0.0.1:9001").is_ok());
-        assert!(InstanceAddr::parse("[::1]:9001").is_ok());
-        assert!(InstanceAddr::parse("executor-1:80").is_ok());
-        for bad in [
-            "nohost",
-            "1.2.3.4:",
-            ":80",
-            "1.2.3.4:0",
-            "1.2.3.4:70000",
-            "a b:1",
-        ] {
-            assert!(InstanceAddr::parse(bad).is_err(), "{bad}");
-        }
     }
 }

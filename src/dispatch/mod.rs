@@ -19,6 +19,7 @@
 mod ahead;
 mod attempt;
 mod backoff;
+mod busy;
 pub mod client;
 pub mod plan;
 mod policies;
@@ -89,7 +90,7 @@ pub struct Dispatcher {
     store: Arc<dyn Store>,
     alerts: Arc<Alerts>,
     round_robin: plan::RoundRobin,
-    busy: policies::Busy,
+    busy: busy::Busy,
     discovery: Arc<dyn Discovery>,
     client: ExecutorClient,
     report_base: String,
@@ -144,7 +145,7 @@ impl Dispatcher {
             store,
             alerts,
             round_robin: plan::RoundRobin::default(),
-            busy: policies::Busy::default(),
+            busy: busy::Busy::default(),
             discovery,
             client,
             report_base,

@@ -23,8 +23,8 @@
 //!   parent fire, so two ranges finishing together, on one instance or two, collide on the
 //!   unique key and only one trigger is written.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -39,50 +39,6 @@ use crate::store::{FireClaim, FireOutcome, StoreError};
 
 /// A due cron fire with its backlog place.
 pub(super) type DueFire = (Arc<JobDefinition>, DateTime<Utc>, Hold);
-
-/// Calls in flight from this instance, per executor address (for `LEAST_BUSY`).
-#[derive(Default)]
-pub struct Busy {
-    calls: Mutex<HashMap<String, usize>>,
-}
-
-/// Counts one call while it lives.
-pub struct BusyCall<'a> {
-    busy: &'a Busy,
-    addr: String,
-}
-
-impl Busy {
-    pub fn enter(&self, addr: String) -> BusyCall<'_> {
-        *self
-            .calls
-            .lock()
-            .expect("busy lock")
-            .entry(addr.clone())
-            .or_default() += 1;
-        BusyCall { busy: self, addr }
-    }
-
-    fn of(&self, executors: &[ExecutorInstance]) -> Vec<usize> {
-        let calls = self.calls.lock().expect("busy lock");
-        executors
-            .iter()
-            .map(|e| calls.get(e.addr.as_str()).copied().unwrap_or(0))
-            .collect()
-    }
-}
-
-impl Drop for BusyCall<'_> {
-    fn drop(&mut self) {
-        let mut calls = self.busy.calls.lock().expect("busy lock");
-        if let Some(n) = calls.get_mut(&self.addr) {
-            *n -= 1;
-            if *n == 0 {
-                calls.remove(&self.addr);
-            }
-        }
-    }
-}
 
 impl Dispatcher {
     /// Where the job's routing strategy starts the range → executor mapping.
