@@ -86,7 +86,7 @@ pub async fn run(a: &Args) {
     let all: Vec<&Scheduler> = schedulers.iter().collect();
     let before_ids = converge(&all).await;
     let api = schedulers[0].id.clone();
-    create_jobs(&api, a.jobs, "* * * * * ?", 1).await;
+    create_jobs(&api, a.jobs, "* * * * * ?", 1, "ALLOW").await;
     let names: Vec<String> = (0..a.jobs).map(|i| format!("bench-{i:06}")).collect();
     tokio::time::sleep(Duration::from_secs(4)).await;
     let t_before = Utc::now().trunc_subsecs(0) - chrono::Duration::seconds(2);

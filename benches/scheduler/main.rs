@@ -3,7 +3,7 @@
 //! peers users would pick instead. `scripts/bench.sh` runs them all; one scenario at a time:
 //!
 //! ```text
-//! cargo bench --bench scheduler -- precision --jobs 1000 --seconds 20 [--shards 10] [--sqlite]
+//! cargo bench --bench scheduler -- precision --jobs 1000 --seconds 20 [--shards 10] [--sqlite] [--overlap SKIP]
 //! cargo bench --bench scheduler -- throughput --jobs 1000 --shards 10      # 300 s window
 //! cargo bench --bench scheduler -- burst --jobs 10000
 //! cargo bench --bench scheduler -- idle --jobs 10000 [--distinct]
@@ -78,6 +78,9 @@ pub struct Args {
     /// retention, search: the server's InnoDB buffer pool for the run (MiB; restored after), instead
     /// of whatever it has.
     pub buffer_pool_mib: Option<u64>,
+    /// precision: the jobs' `overlapPolicy` (SKIP and COVER jobs are judged and recorded at
+    /// their instant; ALLOW jobs are claimed ahead).
+    pub overlap: String,
 }
 
 fn args() -> Args {
@@ -98,6 +101,7 @@ fn args() -> Args {
         pairs: 3,
         max_seconds: 3600,
         buffer_pool_mib: None,
+        overlap: "ALLOW".into(),
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
@@ -125,6 +129,7 @@ fn args() -> Args {
                         .expect("--buffer-pool-mib N"),
                 )
             }
+            "--overlap" => a.overlap = value("--overlap"),
             "--sqlite" => a.sqlite = true,
             "--distinct" => a.distinct = true,
             "precision" | "throughput" | "burst" | "idle" | "startup" | "cluster" | "peer-tcs"

@@ -99,7 +99,7 @@ pub async fn run(a: &Args) {
             let history = history_len(&mut conn).await;
             let jf = Jobflow::start_with(&db.url, &executors, &off());
             if !jobs_created {
-                create_jobs(&jf.api, a.jobs, "* * * * * ?", 1).await;
+                create_jobs(&jf.api, a.jobs, "* * * * * ?", 1, "ALLOW").await;
                 jobs_created = true;
             }
             let w = measure(&jf, db_pid, window, None, &mut conn).await;

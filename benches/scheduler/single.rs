@@ -53,10 +53,10 @@ pub async fn precision(a: &Args) {
     let jf = Jobflow::start(&db.url, &executors);
     let backend = if a.sqlite { "SQLite" } else { "MariaDB" };
     println!(
-        "# {} — {} jobs × {} shards, {} s window, {backend}",
-        a.scenario, a.jobs, a.shards, a.seconds
+        "# {} — {} jobs × {} shards, {} s window, {backend}, overlapPolicy {}",
+        a.scenario, a.jobs, a.shards, a.seconds, a.overlap
     );
-    let took = create_jobs(&jf.api, a.jobs, "* * * * * ?", a.shards).await;
+    let took = create_jobs(&jf.api, a.jobs, "* * * * * ?", a.shards, &a.overlap).await;
     println!("created {} jobs in {:.1} s", a.jobs, took.as_secs_f64());
     // The window starts on a whole second, once every job has been picked up.
     let from = whole_second_after(Duration::from_secs(3));
@@ -142,7 +142,7 @@ pub async fn burst(a: &Args) {
     let db = Database::create(a.sqlite).await;
     let jf = Jobflow::start(&db.url, &executors);
     println!("# burst — {} jobs due at one instant", a.jobs);
-    let took = create_jobs(&jf.api, a.jobs, "0 * * * * ?", 1).await;
+    let took = create_jobs(&jf.api, a.jobs, "0 * * * * ?", 1, "ALLOW").await;
     println!("created {} jobs in {:.1} s", a.jobs, took.as_secs_f64());
     // The next minute boundary at least 5 s away: every job is loaded by then.
     let now = Utc::now();
@@ -202,7 +202,7 @@ pub async fn idle(a: &Args) {
     } else {
         "0 0 3 1 1 ?"
     };
-    let took = create_jobs(&jf.api, a.jobs, cron, 1).await;
+    let took = create_jobs(&jf.api, a.jobs, cron, 1, "ALLOW").await;
     println!(
         "# idle — created {} jobs in {:.1} s",
         a.jobs,

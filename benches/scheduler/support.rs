@@ -210,18 +210,19 @@ impl Drop for Jobflow {
 
 /// Creates `n` jobs named `bench-000000`… through the API, 16 requests at a time. `cron` may
 /// hold `{s}` `{m}` `{h}`: second, minute and hour values derived from the job's index, so
-/// every job gets its own expression.
-pub async fn create_jobs(api: &str, n: usize, cron: &str, shards: u32) -> Duration {
+/// every job gets its own expression. `overlap` is the jobs' `overlapPolicy`.
+pub async fn create_jobs(api: &str, n: usize, cron: &str, shards: u32, overlap: &str) -> Duration {
     let client = reqwest::Client::new();
     let start = Instant::now();
     let sem = Arc::new(tokio::sync::Semaphore::new(16));
     let mut tasks = Vec::new();
     for i in 0..n {
-        let (client, api, cron, sem) = (
+        let (client, api, cron, sem, overlap) = (
             client.clone(),
             api.to_string(),
             cron.to_string(),
             sem.clone(),
+            overlap.to_string(),
         );
         tasks.push(tokio::spawn(async move {
             let _p = sem.acquire().await.unwrap();
@@ -230,7 +231,8 @@ pub async fn create_jobs(api: &str, n: usize, cron: &str, shards: u32) -> Durati
                 .replace("{m}", &(i / 60 % 60).to_string())
                 .replace("{h}", &(i / 3600 % 24).to_string());
             let body = json!({"name": format!("bench-{i:06}"), "serviceName": "bench",
-                "handler": "noop", "cron": cron, "maxRetry": 0, "shardCount": shards});
+                "handler": "noop", "cron": cron, "maxRetry": 0, "shardCount": shards,
+                "overlapPolicy": overlap});
             let r = client
                 .post(format!("http://{api}/api/v1/jobs"))
                 .json(&body)
