@@ -26,8 +26,12 @@ pub fn fire_rows(
 ) -> Vec<NewExecution> {
     let name = job.name().as_str();
     let shard_count = job.spec.shard_count;
-    // The ranges of a trigger share its fire id (see `jobs::triggered_execution_id`).
-    let fire_id = new_trace_id();
+    // The ranges of a trigger share its fire id (see `jobs::triggered_execution_id`); a cron
+    // fire is named by its instant and needs none.
+    let fire_id = match trigger {
+        TriggerType::Cron => String::new(),
+        _ => new_trace_id(),
+    };
     let row = |start: u32, end: u32, executor: Option<String>| {
         NewExecution {
             execution_id: match trigger {
