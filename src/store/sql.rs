@@ -275,8 +275,6 @@ macro_rules! sql_store {
                 }
             }
 
-            /// Inserts rows with multi-row statements and reads their generated ids back by
-            /// trace id (ids of a multi-row insert are not reported one by one).
             /// The PENDING and RUNNING executions of `job`, oldest first.
             async fn open_in<'c, E>(exec: E, job: &str) -> Result<Vec<$crate::jobs::Execution>, $crate::store::StoreError>
             where
@@ -294,6 +292,8 @@ macro_rules! sql_store {
                 rows.into_iter().map(Self::execution).collect()
             }
 
+            /// Inserts rows with multi-row statements and reads their generated ids back by
+            /// trace id (ids of a multi-row insert are not reported one by one).
             async fn insert_executions(
                 tx: &mut sqlx::Transaction<'_, $db>,
                 rows: &[&$crate::jobs::NewExecution],
@@ -850,12 +850,15 @@ macro_rules! sql_store {
                     }
                 }
                 let open = Self::open_in(&mut *tx, job).await?;
-                let mut rows = rows.to_vec();
-                if let Some(why) = judge(&open) {
-                    for r in &mut rows {
-                        r.skip(&why);
+                // Copied only to be marked SKIPPED.
+                let skipped: Vec<$crate::jobs::NewExecution>;
+                let rows = match judge(&open) {
+                    Some(why) => {
+                        skipped = rows.iter().cloned().map(|mut r| { r.skip(&why); r }).collect();
+                        &skipped[..]
                     }
-                }
+                    None => rows,
+                };
                 match Self::insert_executions(&mut tx, &rows.iter().collect::<Vec<_>>()).await {
                     Ok(out) => {
                         tx.commit().await?;
