@@ -5,8 +5,8 @@
 //! - [`jobs`]: the domain: job names, cron schedules, sharding, executions; input is parsed
 //!   into these types at the edge.
 //! - [`store`]: persistence behind the `Store` trait, MySQL and SQLite implementations.
-//! - [`api`]: the REST API, OpenAPI document and Swagger UI, health and metrics endpoints.
-//! - [`ui`]: the operations console at `/ui/`, its files compiled into the binary.
+//! - [`api`]: the REST API, OpenAPI document and Swagger UI, health and metrics endpoints, and
+//!   the operations console at `/ui/` (its files compiled into the binary).
 //! - [`engine`]: ownership of jobs and their timers (one loop, one queue), misfire handling.
 //! - [`dispatch`]: shard plans, execution rows, executor HTTP calls, failover, retries.
 //! - [`alerts`]: alert channels, vendor formats and signing, throttling, background delivery.
@@ -31,7 +31,6 @@ pub mod jobs;
 pub mod retention;
 pub mod store;
 pub mod telemetry;
-pub mod ui;
 
 pub use app::Application;
 pub use config::Settings;

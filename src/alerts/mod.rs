@@ -14,7 +14,6 @@
 //! successes; after an ownership change the first success on the new owner sends no
 //! RECOVERED for an alert raised by the old one.
 
-mod config;
 mod throttle;
 pub mod vendors;
 
@@ -27,7 +26,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-pub use config::{AlertsSettings, ChannelKind, ChannelSettings};
+pub use crate::config::{AlertsSettings, ChannelKind, ChannelSettings};
 pub use throttle::{Throttle, Verdict};
 
 use crate::jobs::{Execution, ExecutionStatus, JobDefinition};

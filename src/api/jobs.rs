@@ -18,7 +18,7 @@ use crate::jobs::{
     JobDefinition, JobRequest, JobSource, JobSpec, MisfirePolicy, OverlapPolicy, RouteStrategy,
     ShardStrategy, links,
 };
-use crate::store::{JobFilter, Page};
+use crate::store::{JobFilter, Page, StoreError};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -99,7 +99,12 @@ impl From<JobDefinition> for JobView {
 /// Rejects unknown child jobs, child cycles and unknown alert channels, naming the field.
 async fn check_references(state: &AppState, spec: &JobSpec) -> Result<(), ApiError> {
     let channels = state.settings.alerts.channel_names();
-    let errors = links::check_references(spec, state.store.as_ref(), &channels).await?;
+    let store = state.store.clone();
+    let errors = links::check_references(spec, &channels, |name| {
+        let store = store.clone();
+        async move { Ok::<_, StoreError>(store.get_job(&name).await?.map(|j| j.spec.child_jobs)) }
+    })
+    .await?;
     if errors.is_empty() {
         Ok(())
     } else {

@@ -3,6 +3,7 @@
 
 pub mod auth;
 mod cluster;
+mod console;
 mod contract;
 mod cron;
 pub mod error;
@@ -154,7 +155,7 @@ pub fn router(state: AppState) -> Router {
     let timeout = Duration::from_secs(state.settings.server.request_timeout_seconds.get());
     let doc = contract::document(doc);
     api.merge(SwaggerUi::new("/swagger-ui").external_url_unchecked("/api-docs/openapi.json", doc))
-        .merge(crate::ui::router())
+        .merge(console::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TimeoutLayer::with_status_code(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use md5::Digest;
 
-use crate::config::{NacosSettings, Secret};
+use crate::config::{NacosSettings, Secret, namespace_id};
 
 /// How long the server may hold a listen request open when nothing changes.
 pub const LONG_POLL: Duration = Duration::from_secs(30);
@@ -36,11 +36,6 @@ impl ConfigKey {
             tenant: namespace_id(namespace).to_string(),
         }
     }
-}
-
-/// The namespace id Nacos expects: `public` is the default namespace, whose id is empty.
-pub fn namespace_id(namespace: &str) -> &str {
-    if namespace == "public" { "" } else { namespace }
 }
 
 /// MD5 of a config's content, as Nacos computes it (lower-case hex).

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-pub use client::{ConfigKey, LONG_POLL, NacosConfigClient, NacosError, content_md5, namespace_id};
+pub use client::{ConfigKey, LONG_POLL, NacosConfigClient, NacosError, content_md5};
 
 use crate::config::Settings;
 use crate::jobs::{

@@ -3,14 +3,13 @@
 //! The engine sees only the `Discovery` trait. `standalone`: one scheduler, executors from
 //! `[executors.static]`. `nacos`: schedulers and executors from Nacos.
 
-pub mod addr;
 mod nacos;
 mod standalone;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-pub use addr::InstanceAddr;
+pub use crate::jobs::InstanceAddr;
 pub use nacos::{NacosDiscovery, PATH_PREFIX_METADATA};
 pub use standalone::Standalone;
 

@@ -136,7 +136,7 @@ impl NacosDiscovery {
     ) -> anyhow::Result<Arc<Self>> {
         let mut props = ClientProps::new()
             .server_addr(settings.server_addr.clone())
-            .namespace(crate::config_center::namespace_id(&settings.namespace).to_string())
+            .namespace(crate::config::namespace_id(&settings.namespace).to_string())
             .app_name("jobflow")
             .naming_push_empty_protection(true)
             // Our configuration, not NACOS_CLIENT_* variables, decides where to connect.

@@ -2,22 +2,28 @@
 //! not lead back to it (a cycle would trigger forever), its alert channels must be configured.
 //!
 //! These need the stored jobs and the configuration, so they run after `JobSpec::parse`, on
-//! every save path (API, jobs from Nacos config). Two concurrent saves can still close a cycle
+//! every save path (API, jobs from Nacos config); the stored jobs are read through the
+//! `children_of` lookup the caller passes, so the domain stays free of storage. Two concurrent saves can still close a cycle
 //! between them; child triggering is once per successful fire, so such a loop runs at the
 //! jobs' own pace and is visible in the history, and the next save of either job rejects it.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 
 use super::{FieldError, JobName, JobSpec};
-use crate::store::{Store, StoreError};
 
 /// The field errors of `spec`'s references (empty when all is well). `channels` are the
-/// names configured under `[[alerts.channels]]`.
-pub async fn check_references(
+/// names configured under `[[alerts.channels]]`; `children_of(name)` answers the stored job's
+/// children, or `None` when there is no such job.
+pub async fn check_references<F, Fut, E>(
     spec: &JobSpec,
-    store: &dyn Store,
     channels: &[&str],
-) -> Result<Vec<FieldError>, StoreError> {
+    mut children_of: F,
+) -> Result<Vec<FieldError>, E>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<Option<Vec<JobName>>, E>>,
+{
     let mut errors = Vec::new();
     let unknown: Vec<&str> = spec
         .alert_channels
@@ -37,7 +43,7 @@ pub async fn check_references(
 
     let mut missing = Vec::new();
     for child in &spec.child_jobs {
-        if child != &spec.name && store.get_job(child.as_str()).await?.is_none() {
+        if child != &spec.name && children_of(child.to_string()).await?.is_none() {
             missing.push(child.as_str());
         }
     }
@@ -56,10 +62,7 @@ pub async fn check_references(
         if name == spec.name.as_str() || graph.contains_key(&name) {
             continue;
         }
-        let children = match store.get_job(&name).await? {
-            Some(j) => j.spec.child_jobs,
-            None => Vec::new(),
-        };
+        let children = children_of(name.clone()).await?.unwrap_or_default();
         queue.extend(children.iter().map(ToString::to_string));
         graph.insert(name, children);
     }

@@ -4,6 +4,7 @@
 //! fields are all valid domain values, collecting every problem with the field it concerns.
 //! `JobDefinition` is a stored job (a spec plus identity and audit columns).
 
+mod addr;
 mod document;
 mod execution;
 pub mod links;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+pub use addr::InstanceAddr;
 pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, child_execution_id, execution_id,

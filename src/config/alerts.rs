@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigError, Secret};
+use super::{ConfigError, Secret};
 use crate::jobs::ChannelName;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

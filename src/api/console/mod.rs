@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
 
-use crate::api::error::ApiError;
+use super::error::ApiError;
 
 /// One embedded file: its name under `/ui/`, its media type and its bytes.
 struct Source {

@@ -1,6 +1,5 @@
 //! Instance addresses: `ip:port` text, parsed once where it enters (configuration, Nacos,
-//! a trigger's `executor`). Configuration reads them too, so this file imports nothing of
-//! the crate.
+//! a trigger's `executor`), and stored on execution rows as the executor that ran them.
 
 use std::fmt;
 
