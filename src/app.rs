@@ -1,6 +1,9 @@
 //! Building and running one JobFlow instance: bind, migrate, load, register, serve, and shut
-//! down in the order that loses nothing (SPEC §12).
+//! down in the order that loses nothing: leave discovery first (the others take over at
+//! once), stop firing, let the calls in flight finish while the API still takes their
+//! reports, then stop serving.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
 use std::sync::Arc;
@@ -12,13 +15,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alerts::Alerts;
 use crate::api::{self, AppState};
-use crate::compensation::Compensator;
+use crate::clock::Clock;
 use crate::config::{DiscoveryMode, Settings};
 use crate::config_center::{JobDocumentSync, NacosConfigClient};
 use crate::discovery::{self, Discovery, NacosDiscovery, Standalone};
-use crate::dispatch::Dispatcher;
-use crate::engine::{ClusterState, Engine};
-use crate::retention::Retention;
+use crate::dispatch::{self as dispatch_stages, Dispatcher};
+use crate::engine::{ClusterState, Engine, EngineParts};
+use crate::jobs::JobBook;
+use crate::leader::{Compensator, Retention};
 use crate::{store, telemetry};
 
 pub struct Application {
@@ -36,6 +40,11 @@ impl Application {
     /// Connects and migrates the database, loads the jobs and binds the listener (port 0 picks
     /// a free port). Nothing is announced to other instances yet.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        Self::build_with(settings, Clock::system()).await
+    }
+
+    /// [`Application::build`] reading time from `clock`.
+    pub async fn build_with(settings: Settings, clock: Clock) -> anyhow::Result<Self> {
         let store = store::connect(&settings.database)
             .await
             .context("connecting to the database")?;
@@ -72,17 +81,26 @@ impl Application {
                 NacosDiscovery::connect(&settings.nacos, ip, port).await?
             }
         };
-        let alerts = Alerts::start(&settings.alerts, discovery.self_id())?;
-        let dispatcher = Arc::new(Dispatcher::new(
-            &settings,
-            store.clone(),
-            discovery.clone(),
-            alerts.clone(),
-        )?);
+        let alerts = Alerts::start(&settings.alerts, discovery.self_id(), clock)?;
         let cluster = Arc::new(ClusterState::new(settings.scheduler.ownership));
         let job_changes = Arc::new(tokio::sync::Notify::new());
+        let book = Arc::new(JobBook::default());
+        let (dispatcher, owed) = Dispatcher::start(
+            &settings,
+            dispatch_stages::Parts {
+                clock,
+                store: store.clone(),
+                discovery: discovery.clone(),
+                alerts: alerts.clone(),
+                book: book.clone(),
+                reload: job_changes.clone(),
+            },
+        )?;
+        let dispatcher = Arc::new(dispatcher);
         let job_document =
-            match JobDocumentSync::connect(&settings, store.clone(), job_changes.clone()).await? {
+            match JobDocumentSync::connect(&settings, clock, store.clone(), job_changes.clone())
+                .await?
+            {
                 Some(sync) => {
                     let md5 = sync.start().await;
                     Some((sync, md5))
@@ -91,17 +109,23 @@ impl Application {
             };
         let engine = Engine::load(
             &settings,
-            store.clone(),
-            discovery.clone(),
-            dispatcher.clone(),
-            cluster.clone(),
-            job_changes.clone(),
+            EngineParts {
+                clock,
+                store: store.clone(),
+                discovery: discovery.clone(),
+                dispatcher: dispatcher.clone(),
+                cluster: cluster.clone(),
+                job_changes: job_changes.clone(),
+                owed,
+                book,
+            },
         )
         .await
         .context("loading jobs")?;
         let compensator = Compensator::new(
             settings.compensation.clone(),
             settings.scheduler.misfire_threshold_seconds,
+            clock,
             store.clone(),
             discovery.clone(),
             dispatcher.clone(),
@@ -118,6 +142,7 @@ impl Application {
             );
         }
         let state = AppState {
+            clock,
             store,
             settings: Arc::new(settings),
             default_tz,
@@ -171,6 +196,7 @@ impl Application {
         let engine_task = tokio::spawn(engine.run(background.clone()));
         let compensation_task = tokio::spawn(compensator.run(background.clone()));
         let retention = Retention::new(
+            state.clock,
             state.settings.retention.clone(),
             state.store.clone(),
             state.discovery.clone(),
@@ -187,11 +213,23 @@ impl Application {
             .context("registering this instance")?;
         tracing::info!(%addr, instance = state.discovery.self_id(), backend = state.store.backend(), "JobFlow listening");
 
-        let stopping = shutdown.clone();
-        let server = axum::serve(listener, api::router(state.clone()))
-            .with_graceful_shutdown(async move { stopping.cancelled().await });
-        let served = server.await.context("serving HTTP");
+        // The API serves until the calls in flight have drained, so their executors' reports
+        // still land; it stops only after them.
+        let serving = CancellationToken::new();
+        let stop_serving = serving.clone();
+        let mut server = tokio::spawn(
+            axum::serve(listener, api::router(state.clone()))
+                .with_graceful_shutdown(async move { stop_serving.cancelled().await })
+                .into_future(),
+        );
+        // A server that ends on its own (it failed) stops the instance too.
+        let ended = tokio::select! {
+            _ = shutdown.cancelled() => None,
+            ended = &mut server => Some(ended),
+        };
 
+        // Leave discovery first: the others take over this instance's jobs at once. Then stop
+        // firing, and let the calls already made finish.
         state.discovery.deregister().await;
         background.cancel();
         let _ = tokio::join!(engine_task, compensation_task, retention_task);
@@ -202,6 +240,15 @@ impl Application {
                 "in-flight executor calls outlived the grace period; compensation settles them"
             );
         }
+        serving.cancel();
+        let ended = match ended {
+            Some(ended) => ended,
+            None => server.await,
+        };
+        let served = match ended {
+            Ok(result) => result.context("serving HTTP"),
+            Err(e) => Err(anyhow::anyhow!("the HTTP server task failed: {e}")),
+        };
         tracing::info!("JobFlow stopped");
         served
     }

@@ -10,25 +10,27 @@
 //! - [`engine`]: ownership of jobs and their timers (one loop, one queue), misfire handling.
 //! - [`dispatch`]: shard plans, execution rows, executor HTTP calls, failover, retries.
 //! - [`alerts`]: alert channels, vendor formats and signing, throttling, background delivery.
-//! - [`compensation`]: the leader's sweep over abandoned PENDING and stuck RUNNING rows.
-//! - [`retention`]: the leader's chunked purge of old execution history.
+//! - [`leader`]: what the first instance of the sorted list does for all: compensation of
+//!   work that lost its scheduler or outlived its timeout, retention of old history.
 //! - [`discovery`]: scheduler instances and executor addresses (standalone or Nacos).
 //! - [`config_center`]: jobs as code, followed from a document in the Nacos config centre.
 //! - [`telemetry`]: logging and the Prometheus recorder.
+//! - [`clock`]: the one clock the scheduler reads time from; [`backoff`]: retry delays.
 //! - [`app`]: building and running one instance.
 
 pub mod alerts;
 pub mod api;
 pub mod app;
+pub mod backoff;
 pub mod cli;
-pub mod compensation;
+pub mod clock;
 pub mod config;
 pub mod config_center;
 pub mod discovery;
 pub mod dispatch;
 pub mod engine;
 pub mod jobs;
-pub mod retention;
+pub mod leader;
 pub mod store;
 pub mod telemetry;
 

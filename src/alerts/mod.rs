@@ -29,6 +29,7 @@ use tokio::time::Instant;
 pub use crate::config::{AlertsSettings, ChannelKind, ChannelSettings};
 pub use throttle::{Throttle, Verdict};
 
+use crate::clock::Clock;
 use crate::jobs::{Execution, ExecutionStatus, JobDefinition};
 
 /// What an alert is about (the `event` field).
@@ -75,7 +76,7 @@ pub struct Alert {
 }
 
 impl Alert {
-    fn of_execution(event: AlertEvent, exec: &Execution) -> Self {
+    fn of_execution(event: AlertEvent, exec: &Execution, at: DateTime<Utc>) -> Self {
         Self {
             event,
             job_name: exec.job_name.clone(),
@@ -87,7 +88,7 @@ impl Alert {
             error_message: exec.error_message.clone(),
             scheduler_instance: exec.scheduler_instance.clone(),
             executor_instance: exec.executor_instance.clone(),
-            occurred_at: Utc::now(),
+            occurred_at: at,
         }
     }
 }
@@ -129,6 +130,7 @@ struct State {
 }
 
 pub struct Alerts {
+    clock: Clock,
     channels: HashMap<String, Channel>,
     default_channels: Vec<String>,
     scheduler_instance: String,
@@ -142,6 +144,7 @@ impl Alerts {
     pub fn start(
         settings: &AlertsSettings,
         scheduler_instance: impl Into<String>,
+        clock: Clock,
     ) -> anyhow::Result<Arc<Self>> {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(settings.timeout_seconds))
@@ -169,6 +172,7 @@ impl Alerts {
         }
         let min_interval = Duration::from_secs(settings.min_interval_seconds);
         Ok(Arc::new(Self {
+            clock,
             channels,
             default_channels: settings.default_channels.clone(),
             scheduler_instance: scheduler_instance.into(),
@@ -187,7 +191,7 @@ impl Alerts {
     pub fn execution_final(&self, job: &JobDefinition, exec: &Execution) {
         let outstanding = self.lock().outstanding.contains(job.name().as_str());
         if let Some(event) = final_event(job, exec, outstanding) {
-            self.raise(job, Alert::of_execution(event, exec));
+            self.raise(job, Alert::of_execution(event, exec, self.clock.now()));
         }
     }
 
@@ -206,7 +210,7 @@ impl Alerts {
                 error_message: Some("skipped by the misfire policy".into()),
                 scheduler_instance: Some(self.scheduler_instance.clone()),
                 executor_instance: None,
-                occurred_at: Utc::now(),
+                occurred_at: self.clock.now(),
             },
         );
     }
@@ -214,7 +218,10 @@ impl Alerts {
     /// A fire found no executor instance (`exec` is the row recorded FAILED for it). Never
     /// blocks.
     pub fn no_executor(&self, job: &JobDefinition, exec: &Execution) {
-        self.raise(job, Alert::of_execution(AlertEvent::NoExecutor, exec));
+        self.raise(
+            job,
+            Alert::of_execution(AlertEvent::NoExecutor, exec, self.clock.now()),
+        );
     }
 
     /// The channels `job`'s alerts go to: its own, else `alerts.default_channels`.
@@ -305,6 +312,7 @@ impl Target {
                 self.secret.as_deref(),
                 &q.alert,
                 q.suppressed,
+                // Vendor signatures carry the wall time their receivers check.
                 Utc::now(),
             );
             let outcome = match self.send(&client, out).await {
@@ -402,6 +410,7 @@ mod tests {
         let a = Alert::of_execution(
             AlertEvent::ExecutionFailed,
             &execution(ExecutionStatus::Failed, 3),
+            Utc::now(),
         );
         let v = serde_json::to_value(&a).unwrap();
         let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();

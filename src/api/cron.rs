@@ -44,5 +44,10 @@ async fn preview(
         Some(tz) => TimeZoneName::parse(&tz).map_err(|m| ApiError::field("timezone", m))?,
         None => state.default_tz,
     };
-    Ok(axum::Json(NextFireTimes::compute(&cron, tz, p.count)?))
+    Ok(axum::Json(NextFireTimes::compute(
+        &cron,
+        tz,
+        p.count,
+        state.clock.now(),
+    )?))
 }

@@ -13,9 +13,10 @@ use utoipa_axum::routes;
 use super::auth::{Auth, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::Query;
+use super::page::Page;
 use super::{AppState, PageParams};
 use crate::jobs::{Execution, ExecutionStatus, JobName, TriggerType};
-use crate::store::{ExecutionFilter, MAX_COUNTED_EXECUTIONS, Page};
+use crate::store::{ExecutionFilter, MAX_COUNTED_EXECUTIONS};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(search_executions))
@@ -146,10 +147,9 @@ async fn search_executions(
     Query(p): Query<ExecutionSearchParams>,
 ) -> Result<axum::Json<Page<Execution>>, ApiError> {
     let (filter, page) = p.parse()?;
-    Ok(axum::Json(
-        state
-            .store
-            .search_executions(&filter, page, MAX_COUNTED_EXECUTIONS)
-            .await?,
-    ))
+    let found = state
+        .store
+        .search_executions(&filter, page, MAX_COUNTED_EXECUTIONS)
+        .await?;
+    Ok(axum::Json(Page::of(found, page, |e| e)))
 }

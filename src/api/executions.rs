@@ -9,9 +9,9 @@ use utoipa_axum::routes;
 use super::auth::{Auth, Operator, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::{Path, Query};
+use super::page::Page;
 use super::{AppState, PageParams};
 use crate::jobs::{Execution, ExecutionStatus};
-use crate::store::Page;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -65,9 +65,8 @@ async fn list_executions(
     if state.store.get_job(&name).await?.is_none() {
         return Err(ApiError::job_not_found(&name));
     }
-    Ok(axum::Json(
-        state.store.list_executions(&name, status, page).await?,
-    ))
+    let found = state.store.list_executions(&name, status, page).await?;
+    Ok(axum::Json(Page::of(found, page, |e| e)))
 }
 
 /// One execution by its trace id.
@@ -117,6 +116,7 @@ fn authorize_report(
             trace_id,
             body,
             sig,
+            // Signatures carry the wall time both sides read.
             chrono::Utc::now(),
         )
         .then_some(())
@@ -200,7 +200,9 @@ async fn trigger_job(
         job_params: request.job_params,
         executor,
     };
-    Ok(axum::Json(state.dispatcher.trigger(&name, options).await?))
+    Ok(axum::Json(
+        state.dispatcher.operator().trigger(&name, options).await?,
+    ))
 }
 
 /// Run a finished execution's shard range again as a new RETRY execution.
@@ -217,7 +219,9 @@ async fn retry_execution(
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
 ) -> Result<axum::Json<Execution>, ApiError> {
-    Ok(axum::Json(state.dispatcher.retry(&trace_id).await?))
+    Ok(axum::Json(
+        state.dispatcher.operator().retry(&trace_id).await?,
+    ))
 }
 
 /// The longest result message a report may carry, in characters.
@@ -243,7 +247,11 @@ async fn cancel_execution(
     Path(trace_id): Path<String>,
 ) -> Result<axum::Json<Execution>, ApiError> {
     Ok(axum::Json(
-        state.dispatcher.cancel(&trace_id, auth.actor()).await?,
+        state
+            .dispatcher
+            .operator()
+            .cancel(&trace_id, auth.actor())
+            .await?,
     ))
 }
 
@@ -305,6 +313,7 @@ async fn report_result(
     Ok(axum::Json(
         state
             .dispatcher
+            .operator()
             .report(
                 &trace_id,
                 report.success,

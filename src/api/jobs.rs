@@ -13,12 +13,13 @@ use utoipa_axum::routes;
 use super::auth::{Admin, Auth, Operator, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::{Path, Query, ValidJson};
+use super::page::Page;
 use super::{AppState, PageParams};
 use crate::jobs::{
     JobDefinition, JobRequest, JobSource, JobSpec, MisfirePolicy, OverlapPolicy, RouteStrategy,
     ShardStrategy, links,
 };
-use crate::store::{JobFilter, Page, StoreError};
+use crate::store::{JobFilter, StoreError};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -126,12 +127,12 @@ async fn create_job(
     State(state): State<AppState>,
     ValidJson(req): ValidJson<JobRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let spec =
-        JobSpec::parse(req, None, state.default_tz, Utc::now()).map_err(ApiError::Validation)?;
+    let spec = JobSpec::parse(req, None, state.default_tz, state.clock.now())
+        .map_err(ApiError::Validation)?;
     check_references(&state, &spec).await?;
     let job = state
         .store
-        .create_job(&spec, auth.actor(), Utc::now())
+        .create_job(&spec, auth.actor(), state.clock.now())
         .await?;
     state.jobs_changed();
     let mut headers = HeaderMap::new();
@@ -191,7 +192,7 @@ async fn list_jobs(
         name_prefix: p.name_prefix,
     };
     let jobs = state.store.list_jobs(&filter, page).await?;
-    Ok(axum::Json(jobs.map(JobView::from)))
+    Ok(axum::Json(Page::of(jobs, page, JobView::from)))
 }
 
 /// Get one job.
@@ -233,12 +234,12 @@ async fn update_job(
         return Err(ApiError::job_not_found(&name));
     };
     refuse_nacos_job(&state, &current)?;
-    let spec = JobSpec::parse(req, Some(&name), state.default_tz, Utc::now())
+    let spec = JobSpec::parse(req, Some(&name), state.default_tz, state.clock.now())
         .map_err(ApiError::Validation)?;
     check_references(&state, &spec).await?;
     let job = state
         .store
-        .update_job(&spec, auth.actor(), Utc::now())
+        .update_job(&spec, auth.actor(), state.clock.now())
         .await?
         .ok_or_else(|| ApiError::job_not_found(&name))?;
     state.jobs_changed();
@@ -261,7 +262,7 @@ async fn delete_job(
     if let Some(current) = state.store.get_job(&name).await? {
         refuse_nacos_job(&state, &current)?;
     }
-    if !state.store.delete_job(&name, Utc::now()).await? {
+    if !state.store.delete_job(&name, state.clock.now()).await? {
         return Err(ApiError::job_not_found(&name));
     }
     state.jobs_changed();
@@ -306,7 +307,7 @@ async fn set_enabled(
 ) -> Result<axum::Json<JobView>, ApiError> {
     let job = state
         .store
-        .set_job_enabled(&name, p.enabled, auth.actor(), Utc::now())
+        .set_job_enabled(&name, p.enabled, auth.actor(), state.clock.now())
         .await?
         .ok_or_else(|| ApiError::job_not_found(&name))?;
     state.jobs_changed();
@@ -343,6 +344,7 @@ impl NextFireTimes {
         cron: &crate::jobs::CronSchedule,
         tz: crate::jobs::TimeZoneName,
         count: Option<u32>,
+        now: DateTime<Utc>,
     ) -> Result<Self, ApiError> {
         let count = count.unwrap_or(10);
         if !(1..=MAX_FIRE_TIMES).contains(&count) {
@@ -351,7 +353,7 @@ impl NextFireTimes {
                 format!("must be between 1 and {MAX_FIRE_TIMES}"),
             ));
         }
-        let times = cron.upcoming(Utc::now(), tz.tz(), count as usize);
+        let times = cron.upcoming(now, tz.tz(), count as usize);
         Ok(Self {
             cron: cron.as_str().to_string(),
             timezone: tz.name().to_string(),
@@ -387,5 +389,6 @@ async fn next_fire_times(
         &job.spec.cron,
         job.spec.timezone,
         p.count,
+        state.clock.now(),
     )?))
 }

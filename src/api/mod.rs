@@ -13,6 +13,7 @@ mod extract;
 mod health;
 mod jobs;
 mod overview;
+mod page;
 mod session;
 
 use std::sync::Arc;
@@ -45,6 +46,8 @@ pub const MAX_PAGE: u32 = 1_000_000;
 /// Everything a handler may need, built once at start-up.
 #[derive(Clone)]
 pub struct AppState {
+    /// The time every handler reads.
+    pub clock: crate::clock::Clock,
     pub store: Arc<dyn Store>,
     pub settings: Arc<Settings>,
     pub default_tz: TimeZoneName,

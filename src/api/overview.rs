@@ -140,7 +140,7 @@ async fn overview(
     _: Auth<Viewer>,
     State(state): State<AppState>,
 ) -> Result<axum::Json<Overview>, ApiError> {
-    let now = Utc::now();
+    let now = state.clock.now();
     let since = now - Duration::hours(1);
     let jobs = state.store.load_jobs().await?;
     let activity = state.store.activity_since(since).await?;

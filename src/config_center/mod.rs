@@ -17,10 +17,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+use crate::clock::Clock;
 
 pub use client::{ConfigKey, LONG_POLL, NacosConfigClient, NacosError, content_md5};
 
@@ -44,6 +46,7 @@ pub enum SyncOutcome {
 
 /// Follows the jobs document of one data id and group.
 pub struct JobDocumentSync {
+    clock: Clock,
     client: NacosConfigClient,
     key: ConfigKey,
     format: DocumentFormat,
@@ -60,6 +63,7 @@ impl JobDocumentSync {
     /// at once, so wrong ones stop start-up with a message naming the keys to check.
     pub async fn connect(
         settings: &Settings,
+        clock: Clock,
         store: Arc<dyn Store>,
         job_changes: Arc<Notify>,
     ) -> Result<Option<Self>, NacosError> {
@@ -75,6 +79,7 @@ impl JobDocumentSync {
             Err(e) => tracing::warn!(error = %e, "cannot log in to Nacos yet; will retry"),
         }
         Ok(Some(Self {
+            clock,
             client,
             key: ConfigKey::new(&nacos.jobs_data_id, &nacos.jobs_group, &nacos.namespace),
             format: DocumentFormat::for_data_id(&nacos.jobs_data_id),
@@ -96,7 +101,8 @@ impl JobDocumentSync {
     pub async fn apply_content(&self, content: Option<&str>) -> Result<SyncOutcome, StoreError> {
         let text = content.unwrap_or("");
         let hash = hex::encode(Sha256::digest(text.as_bytes()));
-        let checked = match JobDocument::parse(text, self.format, self.default_tz, Utc::now()) {
+        let checked = match JobDocument::parse(text, self.format, self.default_tz, self.clock.now())
+        {
             Ok(doc) => match self.reference_errors(&doc).await? {
                 errors if errors.is_empty() => Ok(doc),
                 errors => Err(DocumentError::Entries(errors)),
@@ -125,7 +131,7 @@ impl JobDocumentSync {
                 content_hash: &hash,
                 document: &doc,
                 actor: &self.actor,
-                now: Utc::now(),
+                now: self.clock.now(),
             })
             .await?;
         Ok(match outcome {
@@ -245,7 +251,8 @@ impl JobDocumentSync {
     /// Follows the document until `stop`: long-polls for a change, then reads and applies the
     /// new content. Errors back off from 1 s to 30 s; nothing is applied while Nacos is away.
     pub async fn run(self, mut md5: Option<String>, stop: CancellationToken) {
-        let mut backoff = Duration::from_secs(1);
+        let backoff = Backoff::doubling(Duration::from_secs(1), Duration::from_secs(30));
+        let mut failures = 0;
         loop {
             let step = async {
                 if let Some(known) = &md5
@@ -265,16 +272,17 @@ impl JobDocumentSync {
             match result {
                 Ok(Some(new)) => {
                     md5 = Some(new);
-                    backoff = Duration::from_secs(1);
+                    failures = 0;
                 }
-                Ok(None) => backoff = Duration::from_secs(1),
+                Ok(None) => failures = 0,
                 Err(e) => {
-                    tracing::warn!(error = %e, data_id = %self.key.data_id, retry_in_seconds = backoff.as_secs(), "following the jobs document failed");
+                    failures += 1;
+                    let delay = backoff.delay(failures);
+                    tracing::warn!(error = %e, data_id = %self.key.data_id, retry_in_seconds = delay.as_secs(), "following the jobs document failed");
                     tokio::select! {
                         _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tokio::time::sleep(delay) => {}
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
             }
         }

@@ -3,247 +3,242 @@
 //!
 //! Who may call for a row is decided by its state in the database, never by memory alone:
 //! - a PENDING row is *held* by the instance it names (`scheduler_instance`) from its
-//!   `due_time` for `compensation.pending_grace_seconds` (the lease). Within the first half
-//!   of the lease the holder calls at once and writes RUNNING right after the call went out
-//!   (no database round trip between the instant and the call); later it first takes the
-//!   row with a compare-and-set on (instance, due_time), so a row compensation has taken over
-//!   is never called twice by its old holder;
-//! - a RUNNING row has had its call sent; only its result (or compensation, asking the
-//!   executor) moves it on;
-//! - every final status is a compare-and-set, and the retry a failure earns is written in the
-//!   same transaction as the failure.
+//!   `due_time` for `compensation.pending_grace_seconds` (the lease). A cron fire's row
+//!   recorded ahead of its instant ([`Start::Claimed`]) is called at once within the first
+//!   half of its lease, RUNNING written right after the call went out, so no database round
+//!   trip stands between the instant and the call; every other row ([`Start::Take`]: manual
+//!   runs, retries, children, rows taken over from a departed holder, and a claimed row late
+//!   in its lease) is first taken with a compare-and-set PENDING → RUNNING guarded by
+//!   (holder, due time), so a row that was cancelled or taken over meanwhile is never called;
+//! - a RUNNING row has had its call sent (or is about to: a guarded fire's row is admitted
+//!   RUNNING, [`Start::Admitted`]); only its result, or compensation asking the executor,
+//!   moves it on;
+//! - every final status is a compare-and-set, and what it earns (a retry, children) is
+//!   written in the same transaction (see [`verdict`](super::verdict)).
+//!
+//! A call that gets no answer within `timeoutSeconds` + 5 s may still run: the executor is
+//! asked to stop it and given as long to answer as the SDK takes to stop a handler. Only a
+//! confirmed stop (or the executor saying it does not run it, or having left) ends the row
+//! as TIMEOUT and lets its retry run; otherwise the row stays RUNNING for compensation, which
+//! asks again until the executor can tell. A range never runs twice at once because of a
+//! retry.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::mpsc;
 
-use super::client::{CallOutcome, Probe, executor_request};
-use super::rows::{no_executor, retry_row};
-use super::{Dispatcher, plan};
+use super::admission::{Admission, Hold};
+use super::client::{CallOutcome, ExecutorClient, Probe, excerpt, executor_request};
+use super::rows::no_executor;
+use super::tasks::Tasks;
+use super::verdict::{Outcomes, Verdict};
+use crate::clock::Clock;
 use crate::discovery::ExecutorInstance;
-use crate::jobs::{Execution, ExecutionStatus, JobDefinition, TriggerType};
-use crate::store::{Applied, Transition};
+use crate::jobs::{Execution, ExecutionStatus, InstanceAddr, JobDefinition, TriggerType};
+use crate::store::{Applied, ExecutionStore, Follow, JobStore, Transition};
 
-use ExecutionStatus::{Cancelled, Failed, Pending, Running, Success, Timeout};
+use ExecutionStatus::{Cancelled, Pending, Running, Timeout};
 
-/// A fire's place in the backlog, shared by its executions (and their retries) and given
-/// back when the last of them ends.
-pub type Hold = Option<Arc<OwnedSemaphorePermit>>;
-
-/// The right to call for a PENDING row: the row names this instance, and its `due_time` is
-/// `since`. See the module documentation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lease {
-    pub since: DateTime<Utc>,
-}
-
-/// How an attempt may start its call.
+/// How an attempt may start its call (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
-    /// Within the first half of the lease: call now, write RUNNING after.
-    CallFirst,
-    /// Late in (or past) the lease: take the row by compare-and-set, then call.
-    TakeFirst,
+    /// A cron fire's row recorded ahead, launched at its instant.
+    Claimed,
+    /// The row is RUNNING already: its guarded fire was admitted.
+    Admitted,
+    /// Take the row (PENDING → RUNNING, guarded by holder and due time) before calling.
+    Take,
 }
 
-impl Lease {
-    pub fn start(&self, now: DateTime<Utc>, lease: chrono::Duration) -> Start {
-        if now - self.since <= lease / 2 {
-            Start::CallFirst
-        } else {
-            Start::TakeFirst
-        }
-    }
+/// One attempt at one row, with the backlog place of its fire.
+pub struct Attempt {
+    pub job: Arc<JobDefinition>,
+    pub row: Execution,
+    pub start: Start,
+    pub hold: Hold,
 }
 
-/// A final verdict on a row, with what the executor said.
-pub struct Verdict {
-    pub status: ExecutionStatus,
-    pub message: Option<String>,
-    pub error: Option<String>,
-    /// The trigger type of the retry this verdict earns: RETRY, or COMPENSATION when
-    /// compensation reached the verdict.
-    pub retry_as: TriggerType,
-    /// The executor that gave it, written with it: its RUNNING (which also names it) may be
-    /// decided after the verdict when both are in concurrent batches.
-    pub executor: Option<String>,
+/// Rows to launch that a verdict earned (children), with the backlog place of their fire.
+pub type Earned = (Vec<Execution>, Hold);
+
+/// Runs attempts, and answers for the rows it runs.
+pub struct Attempts {
+    pub clock: Clock,
+    pub executions: Arc<dyn ExecutionStore>,
+    pub jobs: Arc<dyn JobStore>,
+    pub client: ExecutorClient,
+    pub admission: Arc<Admission>,
+    pub tasks: Arc<Tasks>,
+    pub outcomes: Outcomes,
+    /// How long a PENDING row stays its holder's past its due time.
+    pub lease: chrono::Duration,
+    /// `http://{this instance}`, where executors report background results.
+    pub report_base: String,
+    /// Trace ids of the rows this instance has an attempt at right now: compensation leaves
+    /// them alone even when their lease ran out (a slow call whose RUNNING is not written
+    /// yet).
+    pub attempting: Mutex<HashSet<String>>,
+    /// Children a SUCCESS earned, to be launched (their fires are admitted there).
+    pub children: mpsc::UnboundedSender<Earned>,
 }
 
-impl Verdict {
-    pub fn failed(error: String) -> Self {
-        Self {
-            status: Failed,
-            message: None,
-            error: Some(error),
-            retry_as: TriggerType::Retry,
-            executor: None,
-        }
-    }
-
-    pub fn from_probe(status: ExecutionStatus, message: Option<String>) -> Self {
-        if status == Success {
-            Self {
-                status,
-                message,
-                error: None,
-                retry_as: TriggerType::Retry,
-                executor: None,
-            }
-        } else {
-            Self {
-                status,
-                message: None,
-                error: Some(message.unwrap_or_else(|| format!("{status} (told by the executor)"))),
-                retry_as: TriggerType::Retry,
-                executor: None,
-            }
-        }
-    }
-
-    /// The same verdict, reached by compensation.
-    pub fn by_compensation(self) -> Self {
-        Self {
-            error: self.error.map(|e| format!("{e} (compensation)")),
-            retry_as: TriggerType::Compensation,
-            ..self
-        }
-    }
-}
-
-impl Dispatcher {
-    /// Runs the attempt in the background, inside a span carrying its trace id.
-    pub(super) fn spawn_attempt(
-        self: &Arc<Self>,
-        job: Arc<JobDefinition>,
-        exec: Execution,
-        lease: Lease,
-        hold: Hold,
-    ) {
+impl Attempts {
+    /// Runs `attempt` in the background, inside a span carrying its trace id.
+    pub fn spawn(self: &Arc<Self>, attempt: Attempt) {
         use tracing::Instrument;
-        let span = tracing::info_span!("execution", trace_id = %exec.trace_id, job_name = %exec.job_name, execution_id = %exec.execution_id);
-        let this = self.clone();
-        let trace = exec.trace_id.clone();
+        let span = tracing::info_span!("execution", trace_id = %attempt.row.trace_id, job_name = %attempt.row.job_name);
+        let trace = attempt.row.trace_id.clone();
         self.attempting
             .lock()
             .expect("attempting lock")
             .insert(trace.clone());
+        let this = self.clone();
         self.tasks.spawn(
             async move {
-                this.attempt(job, exec, lease, &hold).await;
+                this.run(attempt).await;
                 this.attempting
                     .lock()
                     .expect("attempting lock")
                     .remove(&trace);
-                drop(hold);
             }
             .instrument(span),
         );
     }
 
-    async fn attempt(
-        self: &Arc<Self>,
-        job: Arc<JobDefinition>,
-        exec: Execution,
-        lease: Lease,
-        hold: &Hold,
-    ) {
-        if exec.status == Failed {
-            // Recorded failed (no executor at all): only the retry policy is left to apply.
-            tracing::warn!(
-                error = exec.error_message.as_deref().unwrap_or(""),
-                "execution failed before dispatch"
-            );
-            let verdict = Verdict::failed(exec.error_message.clone().unwrap_or_default());
-            return self
-                .settle_failed_at_record(&job, &exec, verdict, hold)
-                .await;
-        }
+    /// Whether this instance has an attempt at `trace_id` going.
+    pub fn is_attempting(&self, trace_id: &str) -> bool {
+        self.attempting
+            .lock()
+            .expect("attempting lock")
+            .contains(trace_id)
+    }
+
+    async fn run(self: &Arc<Self>, attempt: Attempt) {
+        let Attempt {
+            job,
+            row,
+            start,
+            hold,
+        } = attempt;
         // A retry waiting out its backoff stays PENDING in the database; if this instance
         // stops, compensation dispatches it once the lease has run out.
-        if !self.until_due(exec.due_time).await {
+        if !self.tasks.until_due(row.due_time).await {
             return;
         }
         let slot = tokio::select! {
-            slot = self.call_slot() => slot,
-            _ = self.halted() => return,
+            slot = self.admission.call_slot() => slot,
+            _ = self.tasks.halted() => return,
         };
-        let executors = self
-            .discovery
-            .executors(job.spec.service_name.as_str())
-            .await;
+        let executors = self.outcomes.planner.executors(&job).await;
+        let from: &'static [ExecutionStatus] = match start {
+            Start::Admitted => &[Running],
+            Start::Claimed | Start::Take => &[Pending],
+        };
         if executors.is_empty() {
-            self.alerts.no_executor(&job, &exec);
+            self.outcomes.alerts.no_executor(&job, &row);
             let verdict = Verdict::failed(no_executor(&job));
-            self.settle(Some(&job), &exec, &[Pending], verdict, None, hold)
-                .await;
+            self.conclude(&job, &row, from, verdict, None, &hold).await;
             return;
         }
-        // The executor the row was planned for (the routing strategy's choice), while it is
-        // live; otherwise where its range falls in today's plan.
-        let first = exec
-            .executor_instance
-            .as_deref()
-            .and_then(|planned| executors.iter().position(|e| e.addr.as_str() == planned))
-            .or_else(|| plan::executor_for(exec.shard_start, exec.shard_count, executors.len()))
-            .unwrap_or(0);
-        let order: Vec<&ExecutorInstance> = (0..executors.len())
-            .map(|i| &executors[(first + i) % executors.len()])
-            .collect();
-        let started = Utc::now();
-        let first_addr = order[0].addr.to_string();
+        let order = failover_order(&row, &executors);
+        let started = self.clock.now();
+        let first = order[0].addr.to_string();
         // Set once this attempt's own verdict is written: a RUNNING refused after that was
         // refused because the row already ended here, not because someone cancelled it.
         let settled_here = Arc::new(AtomicBool::new(false));
-        match lease.start(started, self.lease) {
-            Start::CallFirst => {
-                self.write_started(&exec, first_addr, started, settled_here.clone())
+        let from: &'static [ExecutionStatus] = match start {
+            Start::Admitted => &[Running],
+            Start::Claimed if started - row.due_time <= self.lease / 2 => {
+                self.write_started(&row, first, started, settled_here.clone());
+                &[Pending, Running]
             }
-            Start::TakeFirst => {
-                let take = Transition {
-                    held_by: Some((self.instance_id().to_string(), lease.since)),
-                    executor_instance: Some(first_addr),
-                    start_time: Some(started),
-                    ..Transition::to(&[Pending], Running)
-                };
-                match self.store.transition(&exec.trace_id, &take).await {
-                    Ok(Applied::Yes(_)) => {}
-                    Ok(Applied::No) => {
-                        return tracing::info!(
-                            "execution taken over by compensation; not called here"
-                        );
-                    }
-                    Err(e) => {
-                        return tracing::warn!(error = %e, "could not take the execution; compensation dispatches it once its lease runs out");
-                    }
+            Start::Claimed | Start::Take => {
+                if !self.take(&row, first, started).await {
+                    return;
+                }
+                &[Running]
+            }
+        };
+        let Some(outcome) = self.call(&job, &row, &order).await else {
+            return;
+        };
+        drop(slot);
+        let verdict = match outcome {
+            Called::Finished(verdict) => verdict,
+            Called::Accepted => return,
+            Called::NoAnswer { instance, why } => {
+                match self.no_answer(&job, &row, instance, why, started).await {
+                    Some(verdict) => verdict,
+                    None => return,
                 }
             }
+        };
+        if self
+            .conclude(&job, &row, from, verdict, Some(started), &hold)
+            .await
+        {
+            settled_here.store(true, Ordering::Release);
         }
-        let request = executor_request(&exec, &job, self.report_url(&exec.trace_id));
+    }
+
+    /// Takes the row for this instance before calling: PENDING → RUNNING, guarded by holder
+    /// and due time. `false` when it was cancelled or taken over meanwhile.
+    async fn take(&self, row: &Execution, executor: String, at: DateTime<Utc>) -> bool {
+        let take = Transition {
+            held_by: row.scheduler_instance.clone().map(|s| (s, row.due_time)),
+            ..Transition::started(executor, at)
+        };
+        match self.executions.transition(&row.trace_id, &take).await {
+            Ok(Applied::Yes(_)) => true,
+            Ok(Applied::No) => {
+                tracing::info!("execution cancelled or taken over meanwhile; not called here");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not take the execution; compensation dispatches it once its lease runs out");
+                false
+            }
+        }
+    }
+
+    /// Calls the executors in `order` until one answers (failover on refused connections).
+    /// `None` when the row was decided elsewhere before a failover call.
+    async fn call(
+        &self,
+        job: &JobDefinition,
+        row: &Execution,
+        order: &[&ExecutorInstance],
+    ) -> Option<Called> {
+        let request = executor_request(row, job, self.report_url(&row.trace_id));
         let mut refused = Vec::new();
-        let mut verdict = None;
         for (i, instance) in order.iter().enumerate() {
             if i > 0 {
-                // Failover: the row names the executor being called.
+                // Failover: the row names the executor being called, and a row cancelled
+                // meanwhile is not called again.
                 let moved = Transition {
                     executor_instance: Some(instance.addr.to_string()),
                     ..Transition::to(&[Pending, Running], Running)
                 };
-                if !matches!(
-                    self.settler.write(&exec.trace_id, moved).await,
-                    Ok(Applied::Yes(_))
-                ) {
-                    return;
+                if !self
+                    .outcomes
+                    .settler
+                    .write(&row.trace_id, moved)
+                    .await
+                    .is_ok_and(|a| a.applied())
+                {
+                    return None;
                 }
             }
-            if exec.trigger_type == TriggerType::Cron && exec.retry_count == 0 {
-                let delay = (Utc::now() - exec.fire_time).num_milliseconds().max(0) as f64 / 1000.0;
-                metrics::histogram!("scheduler_fire_delay_seconds").record(delay);
+            if row.trigger_type == TriggerType::Cron && row.retry_count == 0 {
+                let late = (self.clock.now() - row.fire_time).num_milliseconds().max(0);
+                metrics::histogram!("scheduler_fire_delay_seconds").record(late as f64 / 1000.0);
             }
-            tracing::info!(executor = %instance.addr, shard_start = exec.shard_start, shard_end = exec.shard_end, "calling executor");
+            tracing::debug!(executor = %instance.addr, shard_start = row.shard_start, shard_end = row.shard_end, "calling executor");
             let outcome = {
-                let _busy = self.busy.enter(instance.addr.to_string());
+                let _busy = self.admission.enter(instance.addr.as_str());
                 self.client
                     .call(instance, job.spec.handler.as_str(), &request)
                     .await
@@ -254,50 +249,41 @@ impl Dispatcher {
                     refused.push(format!("{}: {err}", instance.addr));
                 }
                 CallOutcome::Accepted => {
-                    return tracing::info!(executor = %instance.addr, "executor accepted; waiting for its report");
+                    tracing::debug!(executor = %instance.addr, "executor accepted; waiting for its report");
+                    return Some(Called::Accepted);
                 }
                 CallOutcome::Finished {
                     status,
                     message,
                     error,
                 } => {
-                    verdict = Some(Verdict {
+                    return Some(Called::Finished(Verdict {
                         status,
                         message,
                         error,
                         retry_as: TriggerType::Retry,
                         executor: Some(instance.addr.to_string()),
-                    });
-                    break;
+                    }));
                 }
                 CallOutcome::NoAnswer(why) => {
-                    drop(slot);
-                    return self
-                        .no_answer(&job, &exec, instance, why, started, hold)
-                        .await;
+                    return Some(Called::NoAnswer {
+                        instance: (*instance).clone(),
+                        why,
+                    });
                 }
             }
         }
-        drop(slot);
-        let verdict = verdict.unwrap_or_else(|| {
-            Verdict::failed(super::client::excerpt(&format!(
-                "every executor instance refused the connection: {}",
-                refused.join("; ")
-            )))
-        });
-        if self
-            .settle(
-                Some(&job),
-                &exec,
-                &[Pending, Running],
-                verdict,
-                Some(started),
-                hold,
-            )
-            .await
-        {
-            settled_here.store(true, Ordering::Release);
-        }
+        Some(Called::Finished(Verdict::failed(excerpt(&format!(
+            "every executor instance refused the connection: {}",
+            refused.join("; ")
+        )))))
+    }
+
+    fn report_url(&self, trace_id: &str) -> String {
+        format!(
+            "{}/api/v1/jobs/executions/{trace_id}/result",
+            self.report_base
+        )
     }
 
     /// Writes RUNNING for a call that went out under the lease, in the next batch. A row that
@@ -306,114 +292,104 @@ impl Dispatcher {
     /// can be in concurrent batches), there is nothing to ask.
     fn write_started(
         self: &Arc<Self>,
-        exec: &Execution,
+        row: &Execution,
         executor: String,
         at: DateTime<Utc>,
         settled_here: Arc<AtomicBool>,
     ) {
-        let start = Transition {
-            executor_instance: Some(executor),
-            start_time: Some(at),
-            ..Transition::to(&[Pending], Running)
-        };
-        let (this, trace) = (self.clone(), exec.trace_id.clone());
+        let start = Transition::started(executor, at);
+        let (this, trace) = (self.clone(), row.trace_id.clone());
         self.tasks.spawn(async move {
-            if let Ok(Applied::No) = this.settler.started(&trace, start).await
+            if let Ok(Applied::No) = this.outcomes.settler.started(&trace, start).await
                 && !settled_here.load(Ordering::Acquire)
-                && let Ok(Some(now)) = this.store.get_execution(&trace).await
+                && let Ok(Some(now)) = this.executions.get_execution(&trace).await
                 && now.status == Cancelled
             {
-                this.stop_at_executor(&now).await;
+                this.stop(&now).await;
             }
         });
     }
 
-    /// The call got no answer within the job's timeout: the handler may still run. The retry
-    /// waits until the first attempt is known stopped: the executor confirms a cancel (or says
-    /// it is not running it), or it has left discovery. Otherwise the row stays RUNNING with
-    /// a note, and compensation settles it once the executor can tell.
+    /// The call got no answer within the job's timeout: the handler may still run. The
+    /// executor is asked to stop it; the verdict (TIMEOUT, or the executor's own when it
+    /// finished after all) is returned once it is known stopped. `None` leaves the row
+    /// RUNNING, with a note, for compensation to settle once the executor can tell.
     async fn no_answer(
-        self: &Arc<Self>,
-        job: &Arc<JobDefinition>,
-        exec: &Execution,
-        instance: &ExecutorInstance,
+        &self,
+        job: &JobDefinition,
+        row: &Execution,
+        instance: ExecutorInstance,
         why: String,
         started: DateTime<Utc>,
-        hold: &Hold,
-    ) {
-        let stopped = match self.client.cancel(instance, &exec.trace_id, started).await {
+    ) -> Option<Verdict> {
+        let addr = instance.addr.to_string();
+        let stopped = match self.client.cancel(&instance, &row.trace_id, started).await {
             Probe::Finished { status, message } if status != Cancelled => {
                 // It finished after all: its own verdict counts.
-                let verdict = Verdict::from_probe(status, message);
-                self.settle(
-                    Some(job),
-                    exec,
-                    &[Pending, Running],
-                    verdict,
-                    Some(started),
-                    hold,
-                )
-                .await;
-                return;
+                return Some(Verdict::from_probe(status, message).by(&addr));
             }
             Probe::Finished { .. } => Some("the executor stopped it on request"),
             Probe::Unknown { .. } => Some("the executor is not running it"),
-            Probe::Running | Probe::Unsupported | Probe::Unreachable(_) => {
-                if self.executor_gone(job, instance).await {
-                    Some("the executor instance has left")
-                } else {
-                    None
-                }
-            }
+            Probe::Running | Probe::Unsupported | Probe::Unreachable(_) => None,
         };
-        match stopped {
-            Some(how) => {
-                let verdict = Verdict {
-                    status: Timeout,
-                    message: None,
-                    error: Some(format!("{why}; {how}")),
-                    retry_as: TriggerType::Retry,
-                    executor: Some(instance.addr.to_string()),
-                };
-                self.settle(
-                    Some(job),
-                    exec,
-                    &[Pending, Running],
-                    verdict,
-                    Some(started),
-                    hold,
-                )
-                .await;
+        if let Some(how) = stopped {
+            return Some(Verdict::new(Timeout, format!("{why}; {how}")).by(&addr));
+        }
+        let note = Transition {
+            error_message: Some(format!(
+                "{why}; the executor did not confirm it stopped, so compensation settles this execution once it can tell"
+            )),
+            ..Transition::to(&[Running], Running)
+        };
+        let _ = self.outcomes.settler.write(&row.trace_id, note).await;
+        tracing::warn!(executor = %addr, job_name = %job.name(), "no answer and no confirmed stop; left RUNNING for compensation");
+        None
+    }
+
+    /// Settles `row` with `verdict` and starts what it earned: its retry here, its children
+    /// through their admission. `true` when this verdict was written.
+    pub async fn conclude(
+        self: &Arc<Self>,
+        job: &Arc<JobDefinition>,
+        row: &Execution,
+        from: &'static [ExecutionStatus],
+        verdict: Verdict,
+        started: Option<DateTime<Utc>>,
+        hold: &Hold,
+    ) -> bool {
+        match self
+            .outcomes
+            .settle(Some(job), row, from, verdict, started)
+            .await
+        {
+            Some(follow) => {
+                self.follow(job, follow, hold);
+                true
             }
-            None => {
-                let note = Transition {
-                    error_message: Some(format!(
-                        "{why}; the executor did not confirm it stopped, so compensation settles this execution once it can tell"
-                    )),
-                    ..Transition::to(&[Pending, Running], Running)
-                };
-                let _ = self.settler.write(&exec.trace_id, note).await;
-                tracing::warn!(executor = %instance.addr, "no answer and no confirmed stop; left RUNNING for compensation");
-            }
+            None => false,
         }
     }
 
-    /// Whether `instance` is no longer a live executor of `job`'s service.
-    pub(super) async fn executor_gone(
-        &self,
-        job: &JobDefinition,
-        instance: &ExecutorInstance,
-    ) -> bool {
-        !self
-            .discovery
-            .executors(job.spec.service_name.as_str())
-            .await
-            .iter()
-            .any(|e| e.addr == instance.addr)
+    /// Starts the rows a verdict earned.
+    pub fn follow(self: &Arc<Self>, job: &Arc<JobDefinition>, follow: Follow, hold: &Hold) {
+        if let Some(retry) = follow.retry {
+            tracing::info!(retry_trace_id = %retry.trace_id, retry = retry.retry_count, "retry scheduled");
+            self.spawn(Attempt {
+                job: job.clone(),
+                row: *retry,
+                start: Start::Take,
+                hold: hold.clone(),
+            });
+        }
+        if !follow.children.is_empty() {
+            tracing::info!(children = follow.children.len(), "child jobs triggered");
+            let _ = self.children.send((follow.children, hold.clone()));
+        }
     }
 
-    /// Asks the executor named on `exec` to stop it (best effort).
-    pub(super) async fn stop_at_executor(&self, exec: &Execution) -> Option<Probe> {
+    /// Asks the executor named on `exec` to stop it, waiting as long as an executor may take
+    /// to stop a handler. `None` when no executor is named.
+    pub async fn stop(&self, exec: &Execution) -> Option<Probe> {
         let instance = self.instance_of(exec).await?;
         let since = exec.start_time.unwrap_or(exec.due_time);
         let answer = self.client.cancel(&instance, &exec.trace_id, since).await;
@@ -421,148 +397,70 @@ impl Dispatcher {
         Some(answer)
     }
 
-    /// A failure recorded at the fire (no executor): its retry is written separately, since
-    /// the row never passed through a compare-and-set.
-    async fn settle_failed_at_record(
-        self: &Arc<Self>,
-        job: &Arc<JobDefinition>,
-        exec: &Execution,
-        verdict: Verdict,
-        hold: &Hold,
-    ) {
-        record_final(exec, Failed, None);
-        self.alerts.no_executor(job, exec);
-        self.alerts.execution_final(job, exec);
-        let Some(retry) = self.retry_for(job, exec, Failed, TriggerType::Retry) else {
-            return;
-        };
-        let note = Transition {
-            error_message: verdict.error,
-            retry: Some(retry),
-            ..Transition::to(&[Failed], Failed)
-        };
-        if let Ok(Applied::Yes(Some(retry))) = self.settler.write(&exec.trace_id, note).await {
-            self.spawn_retry(job.clone(), *retry, hold.clone());
-        }
+    /// What the executor named on `exec` knows of it. `None` when no executor is named.
+    pub async fn status(&self, exec: &Execution) -> Option<(ExecutorInstance, Probe)> {
+        let instance = self.instance_of(exec).await?;
+        let since = exec.start_time.unwrap_or(exec.due_time);
+        let probe = self.client.status(&instance, &exec.trace_id, since).await;
+        Some((instance, probe))
     }
 
-    /// Compare-and-set of `exec` from one of `from` to the verdict, with the retry it earns in
-    /// the same transaction; the retry then runs here. `false` when someone else decided the
-    /// row first.
-    pub(super) async fn settle(
-        self: &Arc<Self>,
-        job: Option<&Arc<JobDefinition>>,
-        exec: &Execution,
-        from: &'static [ExecutionStatus],
-        verdict: Verdict,
-        started: Option<DateTime<Utc>>,
-        hold: &Hold,
-    ) -> bool {
-        let now = Utc::now();
-        let started = started.or(exec.start_time);
-        let duration_ms = started.map(|s| (now - s).num_milliseconds().max(0));
-        let t = Transition {
-            executor_instance: verdict.executor.clone(),
-            finish_time: Some(now),
-            duration_ms,
-            result_message: verdict.message,
-            error_message: verdict.error.clone(),
-            retry: job.and_then(|j| self.retry_for(j, exec, verdict.status, verdict.retry_as)),
-            ..Transition::to(from, verdict.status)
-        };
-        match self.settler.write(&exec.trace_id, t).await {
-            Ok(Applied::Yes(retry)) => {
-                record_final(exec, verdict.status, duration_ms);
-                if let Some(job) = job {
-                    let ended = Execution {
-                        status: verdict.status,
-                        error_message: verdict.error.clone(),
-                        finish_time: Some(now),
-                        ..exec.clone()
-                    };
-                    self.alerts.execution_final(job, &ended);
-                    if verdict.status == Success && !job.spec.child_jobs.is_empty() {
-                        self.spawn_children(job.clone(), ended);
-                    }
-                }
-                tracing::info!(status = %verdict.status, error = verdict.error.as_deref().unwrap_or(""), "execution finished");
-                if let (Some(retry), Some(job)) = (retry, job) {
-                    tracing::info!(retry_trace_id = %retry.trace_id, retry = retry.retry_count, "retry scheduled");
-                    self.spawn_retry(job.clone(), *retry, hold.clone());
-                } else if matches!(verdict.status, Failed | Timeout)
-                    && job.is_some_and(|j| j.spec.max_retry > 0)
-                {
-                    tracing::warn!(retries = exec.retry_count, "giving up after the last retry");
-                }
-                true
-            }
-            Ok(Applied::No) => false,
-            Err(e) => {
-                tracing::warn!(error = %e, "result not written: shutting down; compensation settles it");
-                false
-            }
-        }
+    /// Whether `instance` is no longer a live executor of `job`'s service.
+    pub async fn executor_gone(&self, job: &JobDefinition, instance: &ExecutorInstance) -> bool {
+        !self
+            .outcomes
+            .planner
+            .executors(job)
+            .await
+            .iter()
+            .any(|e| e.addr == instance.addr)
     }
 
-    fn spawn_retry(self: &Arc<Self>, job: Arc<JobDefinition>, retry: Execution, hold: Hold) {
-        let lease = Lease {
-            since: retry.due_time,
+    /// The executor instance named on `exec`, with its path prefix when discovery knows it.
+    async fn instance_of(&self, exec: &Execution) -> Option<ExecutorInstance> {
+        let addr = InstanceAddr::parse(exec.executor_instance.as_deref()?).ok()?;
+        let known = match self.jobs.get_job(&exec.job_name).await.ok().flatten() {
+            Some(job) => self
+                .outcomes
+                .planner
+                .executors(&job)
+                .await
+                .into_iter()
+                .find(|e| e.addr == addr),
+            None => None,
         };
-        self.spawn_attempt(job, retry, lease, hold);
-    }
-
-    /// The retry row a `status` earns under the job's retry policy, due after the backoff.
-    fn retry_for(
-        &self,
-        job: &JobDefinition,
-        exec: &Execution,
-        status: ExecutionStatus,
-        trigger: TriggerType,
-    ) -> Option<crate::jobs::NewExecution> {
-        if !matches!(status, Failed | Timeout) || exec.retry_count >= job.spec.max_retry {
-            return None;
-        }
-        let now = Utc::now();
-        let delay = self.backoff.delay(exec.retry_count + 1);
-        let due = now + chrono::Duration::from_std(delay).unwrap_or_default();
-        Some(retry_row(exec, self.instance_id(), now, due, trigger))
+        Some(known.unwrap_or(ExecutorInstance {
+            addr,
+            path_prefix: None,
+        }))
     }
 }
 
-pub(super) fn record_final(exec: &Execution, status: ExecutionStatus, duration_ms: Option<i64>) {
-    let job = exec.job_name.clone();
-    metrics::counter!("job_execution_total", "job_name" => job.clone(), "status" => status.as_str())
-        .increment(1);
-    if let Some(ms) = duration_ms {
-        metrics::histogram!("job_execution_duration_seconds", "job_name" => job.clone())
-            .record(ms as f64 / 1000.0);
-    }
-    if matches!(status, Failed | Timeout) {
-        metrics::counter!("job_execution_failures_total", "job_name" => job).increment(1);
-    }
+/// What a call came to.
+enum Called {
+    Finished(Verdict),
+    /// 202: the executor reports later.
+    Accepted,
+    NoAnswer {
+        instance: ExecutorInstance,
+        why: String,
+    },
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_holder_calls_first_only_in_the_first_half_of_its_lease() {
-        let since: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
-        let lease = chrono::Duration::seconds(10);
-        let l = Lease { since };
-        assert_eq!(l.start(since, lease), Start::CallFirst);
-        assert_eq!(
-            l.start(since + chrono::Duration::seconds(5), lease),
-            Start::CallFirst
-        );
-        assert_eq!(
-            l.start(since + chrono::Duration::milliseconds(5001), lease),
-            Start::TakeFirst
-        );
-        assert_eq!(
-            l.start(since + chrono::Duration::seconds(60), lease),
-            Start::TakeFirst
-        );
-    }
+/// The executors in the order a row tries them: the one it was planned for while it is live
+/// (the routing strategy's choice), otherwise where its range falls in today's plan; then the
+/// others, in list order from there.
+fn failover_order<'a>(
+    row: &Execution,
+    executors: &'a [ExecutorInstance],
+) -> Vec<&'a ExecutorInstance> {
+    let first = row
+        .executor_instance
+        .as_deref()
+        .and_then(|planned| executors.iter().position(|e| e.addr.as_str() == planned))
+        .or_else(|| super::plan::executor_for(row.shard_start, row.shard_count, executors.len()))
+        .unwrap_or(0);
+    (0..executors.len())
+        .map(|i| &executors[(first + i) % executors.len()])
+        .collect()
 }

@@ -17,8 +17,12 @@ pub use jobflow_executor::protocol::excerpt;
 
 /// At most this much of an executor's response is read; the rest is discarded unread.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
-/// How long a status probe or a cancel request may take.
+/// How long a status probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a cancel request may take. An executor answers once the handler has stopped, or
+/// `RUNNING` after at most 10 s (docs/executor-protocol.md): the answer is waited for, so a
+/// handler slow to stop reads as running, never as unreachable.
+pub const STOP_WAIT: Duration = Duration::from_secs(15);
 /// The SDK stops a handler at `timeoutSeconds` and answers; the scheduler waits this much
 /// longer before it gives up on the answer, so the executor's own verdict normally wins.
 pub const ANSWER_GRACE: Duration = Duration::from_secs(5);
@@ -201,7 +205,7 @@ impl ExecutorClient {
         let req = self
             .http
             .post(format!("http://{}{path}", instance.addr))
-            .timeout(PROBE_TIMEOUT);
+            .timeout(STOP_WAIT);
         let req = self.signed(req, "POST", &path, trace_id, b"");
         probe(req, since).await
     }
@@ -258,7 +262,12 @@ pub fn classify_probe(code: u16, body: &str, since: DateTime<Utc>) -> Probe {
             status: execution_status(status),
             message,
         },
-        Ok(ExecutorStatus::Unknown { started_at }) => Probe::Unknown {
+        // Forgotten is not "never had it": nothing can be learnt.
+        Ok(ExecutorStatus::Unknown {
+            remembered_since: Some(remembered),
+            ..
+        }) if remembered > since => Probe::Unsupported,
+        Ok(ExecutorStatus::Unknown { started_at, .. }) => Probe::Unknown {
             restarted: started_at > since,
         },
         Err(_) => Probe::Unsupported,

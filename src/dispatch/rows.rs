@@ -1,20 +1,20 @@
-//! The execution rows a fire, a retry or a re-run writes (SPEC §6.2–6.3, §6.6). Pure: the
-//! clock and the dispatching instance are passed in.
+//! The execution rows a fire, a retry, a child trigger or a re-run writes (docs/design.md,
+//! "Dispatch"). Pure: the clock and the dispatching instance are passed in.
 
 use chrono::{DateTime, Utc};
 
 use super::plan;
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobDefinition, NewExecution, TriggerType, execution_id,
-    new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
+    Execution, ExecutionStatus, JobDefinition, NewExecution, TriggerType, child_execution_id,
+    execution_id, new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
 };
 
 /// One PENDING row per shard range over the live executors (range `i` planned for executor
 /// `first + i`, the routing strategy's choice), held by `me` from `now` (a cron fire recorded
-/// ahead of its instant: from the instant); or a single FAILED
-/// row when there is no executor at all (the retry policy then applies to it). The rows use
-/// the job's `jobParams`; a trigger with its own sets them on the rows.
+/// ahead of its instant: from the instant); or a single FAILED row of every shard when there
+/// is no executor at all (the planner adds the retry it earns, recorded with it). The rows
+/// use the job's `jobParams`; a trigger with its own sets them on the rows.
 pub fn fire_rows(
     job: &JobDefinition,
     fire_time: DateTime<Utc>,
@@ -91,6 +91,25 @@ pub fn retry_row(
         due_time: due,
         ..successor(failed, trigger, new_trace_id(), me)
     }
+}
+
+/// `planned`, a child job's rows planned for a trigger, as the trigger of the parent fire
+/// `parent_fire` by its execution `parent_trace`: ids that derive from the parent fire, so
+/// the child is triggered once per parent fire whoever writes it.
+pub fn child_rows(
+    child: &str,
+    parent_fire: &str,
+    parent_trace: &str,
+    planned: Vec<NewExecution>,
+) -> Vec<NewExecution> {
+    planned
+        .into_iter()
+        .map(|r| NewExecution {
+            execution_id: child_execution_id(child, parent_fire, r.shard_start, r.shard_end),
+            parent_trace_id: Some(parent_trace.to_string()),
+            ..r
+        })
+        .collect()
 }
 
 /// An operator's re-run of a finished execution's range, as a new RETRY execution.

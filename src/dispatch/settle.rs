@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::store::{Applied, Store, Transition};
+use crate::backoff::Backoff;
+use crate::store::{Applied, ExecutionStore, Transition};
 
 /// How long a RUNNING change may wait for its row's result, so that a call answered within
 /// it costs one row update instead of two.
@@ -36,7 +37,7 @@ const CONCURRENT_BATCHES: usize = 4;
 pub const QUEUE_BOUND: usize = 16_384;
 
 /// Delays between attempts at a batch the database refused.
-const FIRST_RETRY: Duration = Duration::from_millis(100);
+const RETRY: Backoff = Backoff::doubling(Duration::from_millis(100), MAX_RETRY);
 pub const MAX_RETRY: Duration = Duration::from_secs(5);
 
 type Reply = oneshot::Sender<Applied>;
@@ -54,7 +55,7 @@ pub struct Settler {
 
 impl Settler {
     /// Starts the writer task; it ends when the settler is dropped and the queue is empty.
-    pub fn spawn(store: Arc<dyn Store>) -> Self {
+    pub fn spawn(store: Arc<dyn ExecutionStore>) -> Self {
         let (queue, mut rx) = mpsc::channel::<(String, Transition, Reply)>(QUEUE_BOUND);
         tokio::spawn(async move {
             let writers = Arc::new(Semaphore::new(CONCURRENT_BATCHES));
@@ -68,7 +69,7 @@ impl Settler {
                 }
                 let (store, items) = (store.clone(), std::mem::take(&mut waiting));
                 tokio::spawn(async move {
-                    write(store.as_ref(), items).await;
+                    write_batch(store.as_ref(), items).await;
                     drop(writer);
                 });
             }
@@ -93,15 +94,11 @@ impl Settler {
         Self { queue, deferred }
     }
 
-    /// Applies `t` to row `trace_id` with the next batch. A RUNNING change still deferred
-    /// for the row is folded into this one (written together, in one row update).
-    pub async fn write(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
-        let started = self
-            .deferred
-            .lock()
-            .expect("deferred lock")
-            .remove(trace_id);
-        let (reply, answer) = oneshot::channel();
+    /// Applies `t`, an attempt's own verdict on row `trace_id`, with the next batch. A RUNNING
+    /// change still deferred for the row is folded into it (written together, in one row
+    /// update), and its caller is told it applied when the verdict did.
+    pub async fn settle(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
+        let started = self.take_deferred(trace_id);
         let t = match &started {
             Some((start, _)) => Transition {
                 executor_instance: t.executor_instance.or(start.executor_instance.clone()),
@@ -110,18 +107,44 @@ impl Settler {
             },
             None => t,
         };
-        self.queue
-            .send((trace_id.to_string(), t, reply))
-            .await
-            .map_err(|_| WriterStopped)?;
-        let applied = answer.await.map_err(|_| WriterStopped)?;
+        let applied = self.send(trace_id, t).await?;
         if let Some((_, start_reply)) = started {
             let _ = start_reply.send(match applied {
-                Applied::Yes(_) => Applied::Yes(None),
+                Applied::Yes(_) => Applied::yes(),
                 Applied::No => Applied::No,
             });
         }
         Ok(applied)
+    }
+
+    /// Applies `t`, a change by anyone but the row's attempt (a cancel, a report, a note),
+    /// with the next batch. A RUNNING change still deferred for the row is written first, on
+    /// its own: it tells the attempt the truth about its row, and `t` finds the row as the
+    /// attempt left it.
+    pub async fn write(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
+        if let Some((start, reply)) = self.take_deferred(trace_id) {
+            self.queue
+                .send((trace_id.to_string(), start, reply))
+                .await
+                .map_err(|_| WriterStopped)?;
+        }
+        self.send(trace_id, t).await
+    }
+
+    fn take_deferred(&self, trace_id: &str) -> Option<(Transition, Reply)> {
+        self.deferred
+            .lock()
+            .expect("deferred lock")
+            .remove(trace_id)
+    }
+
+    async fn send(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send((trace_id.to_string(), t, reply))
+            .await
+            .map_err(|_| WriterStopped)?;
+        answer.await.map_err(|_| WriterStopped)
     }
 
     /// Applies `t`, a PENDING → RUNNING change after a call went out, within
@@ -140,21 +163,22 @@ impl Settler {
 
 /// Writes one batch, again and again until the database takes it, and answers every caller
 /// with its own outcome.
-async fn write(store: &dyn Store, items: Vec<(String, Transition, Reply)>) {
+async fn write_batch(store: &dyn ExecutionStore, items: Vec<(String, Transition, Reply)>) {
     let (batch, replies): (Vec<_>, Vec<_>) = items
         .into_iter()
         .map(|(trace, t, reply)| ((trace, t), reply))
         .unzip();
     metrics::histogram!("scheduler_result_batch_size").record(batch.len() as f64);
-    let mut delay = FIRST_RETRY;
+    let mut attempt = 0;
     let applied = loop {
         match store.transitions(&batch).await {
             Ok(applied) => break applied,
             Err(e) => {
+                attempt += 1;
+                let delay = RETRY.delay(attempt);
                 metrics::counter!("scheduler_result_write_retries_total").increment(1);
                 tracing::warn!(changes = batch.len(), error = %e, retry_in_ms = delay.as_millis() as u64, "execution changes not written; trying again");
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(MAX_RETRY);
             }
         }
     };

@@ -16,22 +16,22 @@
 pub mod ownership;
 pub mod timers;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use chrono::Utc;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::config::{OwnershipStrategy, Settings};
 use crate::discovery::Discovery;
-use crate::dispatch::Dispatcher;
-use crate::jobs::JobDefinition;
+use crate::dispatch::{Dispatcher, Fire, Owed};
+use crate::jobs::{JobBook, JobDefinition};
 use crate::store::{JobChanges, Store, StoreError};
 use ownership::OwnershipRing;
-use timers::{ByName, DueFire, FireSchedule, MisfireRules, Step};
+use timers::{DueFire, FireSchedule, MisfireRules, Step};
 
 /// Due fires taken from the queue per step of a burst.
 const DUE_SLICE: usize = 256;
@@ -81,42 +81,64 @@ impl ClusterState {
 }
 
 pub struct Engine {
+    clock: Clock,
     store: Arc<dyn Store>,
     discovery: Arc<dyn Discovery>,
     dispatcher: Arc<Dispatcher>,
     cluster: Arc<ClusterState>,
     job_changes: Arc<Notify>,
+    /// Instants the dispatcher owes back: fires it could not record, or withdrew at their
+    /// instant because their job changed.
+    owed: mpsc::UnboundedReceiver<Owed>,
     strategy: OwnershipStrategy,
     rules: MisfireRules,
     /// Fires due within this window are handed over (claimed) before their instant.
     ahead: chrono::Duration,
     refresh: Duration,
-    /// Every job (owned or not: a membership change may hand any of them over), by name.
-    jobs: HashSet<ByName>,
-    /// The job revision `jobs` is complete up to.
-    revision: i64,
+    /// Every job (owned or not: a membership change may hand any of them over), and the
+    /// revision they are complete up to; shared with the dispatcher, which checks fires
+    /// against it at their instant.
+    book: Arc<JobBook>,
+}
+
+/// What the engine is built from.
+pub struct EngineParts {
+    pub clock: Clock,
+    pub store: Arc<dyn Store>,
+    pub discovery: Arc<dyn Discovery>,
+    pub dispatcher: Arc<Dispatcher>,
+    pub cluster: Arc<ClusterState>,
+    pub job_changes: Arc<Notify>,
+    pub owed: mpsc::UnboundedReceiver<Owed>,
+    pub book: Arc<JobBook>,
 }
 
 impl Engine {
-    /// Loads the jobs; fails when the database cannot be read (the instance is not ready).
-    pub async fn load(
-        settings: &Settings,
-        store: Arc<dyn Store>,
-        discovery: Arc<dyn Discovery>,
-        dispatcher: Arc<Dispatcher>,
-        cluster: Arc<ClusterState>,
-        job_changes: Arc<Notify>,
-    ) -> Result<Self, StoreError> {
-        // The revision first: changes made after it (maybe read by the load) come again in
-        // the first incremental reload, which applies them as no-ops.
-        let revision = store.job_revision().await?;
-        let jobs = by_name(store.load_jobs().await?);
-        Ok(Self {
+    /// Loads the jobs into the book; fails when the database cannot be read (the instance is
+    /// not ready).
+    pub async fn load(settings: &Settings, parts: EngineParts) -> Result<Self, StoreError> {
+        let EngineParts {
+            clock,
             store,
             discovery,
             dispatcher,
             cluster,
             job_changes,
+            owed,
+            book,
+        } = parts;
+        // The revision first: changes made after it (maybe read by the load) come again in
+        // the first incremental reload, which applies them as no-ops.
+        let revision = store.job_revision().await?;
+        book.replace(store.load_jobs().await?, revision);
+        Ok(Self {
+            clock,
+            store,
+            discovery,
+            dispatcher,
+            cluster,
+            job_changes,
+            owed,
             strategy: settings.scheduler.ownership,
             rules: MisfireRules {
                 tolerance: chrono::Duration::milliseconds(
@@ -128,8 +150,7 @@ impl Engine {
             },
             ahead: chrono::Duration::milliseconds(settings.scheduler.claim_ahead_millis as i64),
             refresh: Duration::from_millis(settings.scheduler.job_refresh_millis.get()),
-            jobs,
-            revision,
+            book,
         })
     }
 
@@ -137,22 +158,21 @@ impl Engine {
         let mut members = self.discovery.schedulers();
         let mut members_open = true;
         let mut schedule = FireSchedule::default();
-        let mut owed = VecDeque::new();
+        let mut due = VecDeque::new();
+        let mut owed_back = Vec::new();
         let mut resync = true;
         let mut next_refresh = Instant::now() + self.refresh;
         loop {
             if resync {
                 let ring = OwnershipRing::new(members.borrow_and_update().clone(), self.strategy);
                 let step = self.sync(&mut schedule, ring).await;
-                self.accept(step, &mut owed);
+                self.accept(step, &mut due);
                 resync = false;
             }
-            let blocked = self.hand_out(&mut schedule, &mut owed).await;
+            let blocked = self.hand_out(&mut schedule, &mut due).await;
             let wake = schedule
                 .next_deadline()
-                .map(|d| {
-                    Instant::now() + (d - self.ahead - Utc::now()).to_std().unwrap_or_default()
-                })
+                .map(|d| self.clock.instant_at(d - self.ahead))
                 .map_or(next_refresh, |d| d.min(next_refresh));
             tokio::select! {
                 biased;
@@ -160,6 +180,12 @@ impl Engine {
                 changed = members.changed(), if members_open => {
                     members_open = changed.is_ok();
                     resync = true;
+                }
+                Some(owed) = self.owed.recv() => {
+                    // Applied after a reload: an instant withdrawn because its job changed is
+                    // owed under the definition the reload brings.
+                    owed_back.push(owed);
+                    next_refresh = Instant::now();
                 }
                 _ = self.job_changes.notified() => {
                     // Changes arrive in bursts (an import, a script): coalesce them into one
@@ -173,170 +199,168 @@ impl Engine {
             }
             if Instant::now() >= next_refresh {
                 next_refresh = Instant::now() + self.refresh;
-                match self.refresh_jobs(&mut schedule).await {
-                    Ok(reload) => {
-                        match reload {
-                            Reload::Unchanged => {}
-                            Reload::Applied(step) => self.accept(step, &mut owed),
-                            Reload::Full => resync = true,
-                        }
-                        if self.dispatcher.has_missed() {
-                            self.recover_missed(&mut schedule);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot read jobs; scheduling continues with the last known set")
-                    }
-                }
+                resync |= self.reload(&mut schedule, &mut due, &mut owed_back).await;
             }
         }
         tracing::info!("engine stopped");
     }
 
+    /// Catches up with job changes, then owes again the instants the dispatcher gave back
+    /// (they follow the misfire rules like any missed instants). `true` when the whole
+    /// schedule must be synced.
+    async fn reload(
+        &mut self,
+        schedule: &mut FireSchedule,
+        due: &mut VecDeque<DueFire>,
+        owed_back: &mut Vec<Owed>,
+    ) -> bool {
+        let full = match self.refresh_jobs(schedule).await {
+            Ok(Reload::Unchanged) => false,
+            Ok(Reload::Applied(step)) => {
+                self.accept(step, due);
+                false
+            }
+            Ok(Reload::Full) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read jobs; scheduling continues with the last known set");
+                // The owed instants wait for a reload that sees the database.
+                return false;
+            }
+        };
+        for owed in owed_back.drain(..) {
+            if schedule.contains(&owed.job) {
+                schedule.rewind(&owed.job, owed.from);
+            } else if let Some(job) = self.book.get(&owed.job).filter(|j| j.spec.enabled) {
+                // A fire this instance claimed for a job that has moved since: the new owner
+                // starts after the claimed instant, so it is fired here, under the current
+                // definition (the fire claim still makes it once).
+                let step = timers::owed_from(&job, owed.from, self.clock.now(), self.rules);
+                self.accept(step, due);
+            }
+        }
+        full
+    }
+
     /// Hands due fires to the dispatcher, owed ones (gains, catch-ups) first, as far as the
     /// backlog has room, in slices so the first calls go out while the rest are still being
     /// taken. It never waits for room: fires without it stay in the schedule (where the
-    /// misfire policy applies when they are taken late) or in `owed`. A pass takes what was
+    /// misfire policy applies when they are taken late) or in `due`. A pass takes what was
     /// due when it began, for at most PASS_LIMIT, so membership and job changes are seen
     /// between passes even when the scheduler cannot keep up. `true` when fires are left
     /// waiting for room.
-    async fn hand_out(&self, schedule: &mut FireSchedule, owed: &mut VecDeque<DueFire>) -> bool {
-        let (due_at, pass) = (Utc::now() + self.ahead, Instant::now());
+    async fn hand_out(&self, schedule: &mut FireSchedule, due: &mut VecDeque<DueFire>) -> bool {
+        let (due_at, pass) = (self.clock.now() + self.ahead, Instant::now());
         loop {
-            let waiting = !owed.is_empty() || schedule.has_due(due_at);
+            let waiting = !due.is_empty() || schedule.has_due(due_at);
             if !waiting {
                 return false;
             }
             if pass.elapsed() >= PASS_LIMIT {
                 return true;
             }
-            let room = self.dispatcher.try_reserve(DUE_SLICE);
+            let room = self.dispatcher.reserve(DUE_SLICE);
             if room.is_empty() {
                 return true;
             }
-            if owed.len() < room.len() && schedule.has_due(due_at) {
-                let (now, limit) = (Utc::now(), room.len() - owed.len());
+            if due.len() < room.len() && schedule.has_due(due_at) {
+                let (now, limit) = (self.clock.now(), room.len() - due.len());
                 let step = schedule.take_ahead(now, due_at.max(now), self.rules, limit);
-                self.accept(step, owed);
+                self.accept(step, due);
             }
-            let fires: Vec<_> = owed
-                .drain(..room.len().min(owed.len()))
-                .map(|f| (f.job, f.fire_time))
+            let fires: Vec<Fire> = due
+                .drain(..room.len().min(due.len()))
+                .zip(room)
+                .map(|(f, place)| Fire {
+                    job: f.job,
+                    at: f.fire_time,
+                    hold: Some(Arc::new(place)),
+                })
                 .collect();
-            let room: Vec<_> = room.into_iter().take(fires.len()).collect();
-            self.dispatcher.spawn_fires(fires, room);
+            self.dispatcher.hand(fires);
             tokio::task::yield_now().await;
         }
     }
 
     /// Queues a step's due fires for hand-out and notes its skipped ones.
-    fn accept(&self, step: Step, owed: &mut VecDeque<DueFire>) {
+    fn accept(&self, step: Step, due: &mut VecDeque<DueFire>) {
         for skipped in step.skipped {
             metrics::counter!("scheduler_misfires_total", "job_name" => skipped.job.clone(), "action" => "skipped").increment(1);
             tracing::info!(job_name = %skipped.job, fire_time = %skipped.fire_time, "missed fire not owed (misfire policy); skipped");
-            if let Some(job) = self.jobs.get(skipped.job.as_str()) {
-                self.dispatcher.fire_skipped(&job.0, skipped.fire_time);
+            if let Some(job) = self.book.get(skipped.job.as_str()) {
+                self.dispatcher.fire_skipped(&job, skipped.fire_time);
             }
         }
-        for due in step.due {
-            if due.misfire {
-                metrics::counter!("scheduler_misfires_total", "job_name" => due.job.name().to_string(), "action" => "fired").increment(1);
-                tracing::info!(job_name = %due.job.name(), fire_time = %due.fire_time, "catching up a missed fire (FIRE_ONCE_NOW)");
+        for fire in step.due {
+            if fire.misfire {
+                metrics::counter!("scheduler_misfires_total", "job_name" => fire.job.name().to_string(), "action" => "fired").increment(1);
+                tracing::info!(job_name = %fire.job.name(), fire_time = %fire.fire_time, "catching up a missed fire (FIRE_ONCE_NOW)");
             }
-            owed.push_back(due);
+            due.push_back(fire);
         }
     }
 
-    /// The database answers again: the instants it could not record are owed again from the
-    /// earliest, so the misfire rules decide them like any missed instants (those still ahead
-    /// or within the tolerance fire; of older ones, the latest follows the policy).
-    fn recover_missed(&self, schedule: &mut FireSchedule) {
-        for (job, fire_time) in self.dispatcher.take_missed() {
-            schedule.rewind(&job, fire_time);
-        }
-    }
-
-    /// Catches up with the job changes made since `self.revision`, through any instance.
+    /// Catches up with the job changes made since the book's revision, through any instance.
     /// Normally from the change log: the changed jobs replace their old definitions and
     /// only their schedule entries are updated (not owned any more → dropped; newly owned →
     /// gained with the catch-up rules; edited → rescheduled, see `timers`). When the log
     /// cannot answer (its tombstones were pruned past our revision, or the database is
     /// behind us), every job is read again and the caller syncs the whole schedule.
     async fn refresh_jobs(&mut self, schedule: &mut FireSchedule) -> Result<Reload, StoreError> {
+        let known = self.book.revision();
         let revision = self.store.job_revision().await?;
-        if revision == self.revision {
+        if revision == known {
             return Ok(Reload::Unchanged);
         }
-        match self.store.job_changes_since(self.revision).await? {
+        match self.store.job_changes_since(known).await? {
             Some(changes) => Ok(Reload::Applied(self.apply_changes(schedule, changes).await)),
             None => {
                 tracing::info!(
-                    since = self.revision,
+                    since = known,
                     revision,
                     "the job change log cannot answer from this revision; reading every job"
                 );
                 let revision = self.store.job_revision().await?;
-                self.jobs = by_name(self.store.load_jobs().await?);
-                self.revision = revision;
+                self.book.replace(self.store.load_jobs().await?, revision);
                 Ok(Reload::Full)
             }
         }
     }
 
-    /// Applies the changed jobs to `jobs` and, under the current ownership, to the schedule.
+    /// Applies the changed jobs to the book and, under the current ownership, to the
+    /// schedule.
     async fn apply_changes(&mut self, schedule: &mut FireSchedule, changes: JobChanges) -> Step {
         let ring = self.cluster.ring();
         let me = self.discovery.self_id();
-        let mut not_owned: Vec<String> = Vec::new();
-        let changed: Vec<String> = changes
-            .removed
-            .iter()
-            .cloned()
-            .chain(changes.changed.iter().map(|j| j.name().to_string()))
-            .collect();
-        for name in changes.removed {
-            self.jobs.remove(name.as_str());
-            not_owned.push(name);
-        }
+        let changed: Vec<Arc<JobDefinition>> = changes.changed.into_iter().map(Arc::new).collect();
+        self.book
+            .apply(&changed, &changes.removed, changes.revision);
+        let mut not_owned: Vec<String> = changes.removed.clone();
         let mut owned = Vec::new();
-        for job in changes.changed {
-            let job = Arc::new(job);
+        for job in &changed {
             if job.spec.enabled && ring.owns(me, job.name().as_str()) {
                 owned.push(job.clone());
             } else {
                 not_owned.push(job.name().to_string());
             }
-            self.jobs.replace(ByName(job));
         }
-        // Fires of the changed jobs claimed ahead follow the change (see withdraw_changed).
-        for name in &changed {
-            if let Some(was) = self.dispatcher.claimed_ahead_of(name) {
-                self.withdraw_if_changed(schedule, &ring, &was).await;
-            }
-        }
-        let now = Utc::now();
-        // A gained job's last fire matters only when it has an instant since it was enabled
-        // (only then can another instance have fired it): a job just created or enabled has
-        // none, so a mass import reads no fires at all.
-        let gaining: Vec<&str> = owned
+        // Fires of the changed jobs handed out under an older definition follow the change.
+        for name in changes
+            .removed
             .iter()
-            .filter(|j| !schedule.contains(j.name().as_str()))
-            .filter(|j| {
-                let (cron, tz) = (&j.spec.cron, j.spec.timezone.tz());
-                cron.next_after(j.enabled_since, tz)
-                    .is_some_and(|t| t <= now)
-            })
-            .map(|j| j.name().as_str())
-            .collect();
-        let last_fired = self.last_fires(&gaining, now).await;
+            .map(String::as_str)
+            .chain(changed.iter().map(|j| j.name().as_str()))
+        {
+            self.withdraw_if_changed(schedule, &ring, name);
+        }
+        let now = self.clock.now();
+        let last_fired = self.last_fires(&gaining(schedule, &owned, now), now).await;
         let step = schedule.apply(owned, &not_owned, now, self.rules, &last_fired);
-        self.revision = changes.revision;
         if step.gained > 0 || step.lost > 0 {
             tracing::debug!(
                 gained = step.gained,
                 lost = step.lost,
                 owned = schedule.len(),
-                revision = self.revision,
+                revision = changes.revision,
                 "job changes applied"
             );
         }
@@ -348,8 +372,8 @@ impl Engine {
     async fn last_fires(
         &self,
         gaining: &[&str],
-        now: chrono::DateTime<Utc>,
-    ) -> HashMap<String, chrono::DateTime<Utc>> {
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> HashMap<String, chrono::DateTime<chrono::Utc>> {
         if gaining.len() > GAINS_READ_ONE_BY_ONE {
             return self.recent_fires(now).await;
         }
@@ -372,8 +396,8 @@ impl Engine {
     /// The last fire of every job fired within the misfire threshold.
     async fn recent_fires(
         &self,
-        now: chrono::DateTime<Utc>,
-    ) -> HashMap<String, chrono::DateTime<Utc>> {
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> HashMap<String, chrono::DateTime<chrono::Utc>> {
         let since = now - self.rules.threshold - chrono::Duration::seconds(1);
         self.store.recent_fires(since).await.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "cannot read recent fires; the fire guard still prevents doubles");
@@ -388,49 +412,41 @@ impl Engine {
             .store(owned, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Fires claimed ahead whose job has since been edited (and is still ours), disabled or
-    /// deleted are withdrawn, and the schedule owes their instants again from the earliest,
-    /// under the current definition: the change applies as if they had never been claimed.
-    /// A fire claimed ahead of a job that moved to another instance stays ours to call.
-    async fn withdraw_changed(&self, schedule: &mut FireSchedule, ring: &OwnershipRing) {
-        for was in self.dispatcher.claimed_ahead() {
-            self.withdraw_if_changed(schedule, ring, &was).await;
-        }
-    }
-
-    /// [`withdraw_changed`](Self::withdraw_changed) for one job, claimed ahead under `was`.
-    async fn withdraw_if_changed(
-        &self,
-        schedule: &mut FireSchedule,
-        ring: &OwnershipRing,
-        was: &JobDefinition,
-    ) {
-        let name = was.name().as_str();
-        let withdraw = match self.jobs.get(name).map(|j| &j.0) {
-            None => true,
-            Some(now) if !now.spec.enabled => true,
-            Some(now) => {
-                (now.updated_at != was.updated_at || now.spec != was.spec)
-                    && ring.owns(self.discovery.self_id(), name)
-            }
+    /// Withdraws `name`'s fires handed out under a definition that is no longer current: the
+    /// job was edited (and is still ours), disabled or deleted. The schedule owes their
+    /// instants again from the earliest, under the current definition: the change applies as
+    /// if they had never been handed out. A fire of a job that moved to another instance
+    /// stays ours to call.
+    fn withdraw_if_changed(&self, schedule: &mut FireSchedule, ring: &OwnershipRing, name: &str) {
+        let current = self.book.get(name);
+        let owned = ring.owns(self.discovery.self_id(), name);
+        let keep = |handed: &JobDefinition| match &current {
+            None => false,
+            Some(now) if !now.spec.enabled => false,
+            Some(now) => now.revision == handed.revision || !owned,
         };
-        if withdraw && let Some(earliest) = self.dispatcher.withdraw(name).await {
+        if let Some(earliest) = self.dispatcher.withdraw(name, keep) {
             schedule.rewind(name, earliest);
         }
     }
 
     async fn sync(&self, schedule: &mut FireSchedule, ring: OwnershipRing) -> Step {
         let me = self.discovery.self_id();
-        let owned: Vec<Arc<JobDefinition>> = self
-            .jobs
-            .iter()
-            .map(|k| &k.0)
+        let jobs = self.book.all();
+        for job in &jobs {
+            self.withdraw_if_changed(schedule, &ring, job.name().as_str());
+        }
+        for gone in self.dispatcher.handed_out_jobs() {
+            if self.book.get(&gone).is_none() {
+                self.withdraw_if_changed(schedule, &ring, &gone);
+            }
+        }
+        let owned: Vec<Arc<JobDefinition>> = jobs
+            .into_iter()
             .filter(|j| j.spec.enabled && ring.owns(me, j.name().as_str()))
-            .cloned()
             .collect();
-        self.withdraw_changed(schedule, &ring).await;
         let before = schedule.len();
-        let now = Utc::now();
+        let now = self.clock.now();
         // Only jobs being gained need to know what the previous owner fired.
         let gaining = owned.iter().any(|j| !schedule.contains(j.name().as_str()));
         let last_fired = if gaining {
@@ -461,7 +477,22 @@ impl Engine {
     }
 }
 
-/// Jobs keyed by name.
-fn by_name(jobs: Vec<JobDefinition>) -> HashSet<ByName> {
-    jobs.into_iter().map(|j| ByName(Arc::new(j))).collect()
+/// The jobs among `owned` being gained whose last fire matters: only one with an instant since
+/// it was enabled (only then can another instance have fired it); a job just created or
+/// enabled has none, so a mass import reads no fires at all.
+fn gaining<'a>(
+    schedule: &FireSchedule,
+    owned: &'a [Arc<JobDefinition>],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<&'a str> {
+    owned
+        .iter()
+        .filter(|j| !schedule.contains(j.name().as_str()))
+        .filter(|j| {
+            let (cron, tz) = (&j.spec.cron, j.spec.timezone.tz());
+            cron.next_after(j.enabled_since, tz)
+                .is_some_and(|t| t <= now)
+        })
+        .map(|j| j.name().as_str())
+        .collect()
 }

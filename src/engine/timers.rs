@@ -15,14 +15,12 @@
 //! changed, the new definition's instants from the old schedule's next instant on are owed
 //! under the same rules, so an edit landing just before (or around) a fire never loses it.
 
-use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::jobs::{JobDefinition, MisfirePolicy};
+use crate::jobs::{ByName, JobDefinition, MisfirePolicy};
 
 #[derive(Debug, Clone, Copy)]
 pub struct MisfireRules {
@@ -52,51 +50,6 @@ pub struct Step {
     pub skipped: Vec<SkippedFire>,
     pub gained: usize,
     pub lost: usize,
-}
-
-/// A job definition as a key: hashed, compared and ordered by its name, and found by `&str`,
-/// so the name of a scheduled job lives once, in its definition (100,000 jobs would otherwise
-/// carry 200,000 more copies of their names in the queue and the index).
-#[derive(Debug, Clone)]
-pub struct ByName(pub Arc<JobDefinition>);
-
-impl ByName {
-    pub fn name(&self) -> &str {
-        self.0.name().as_str()
-    }
-}
-
-impl Borrow<str> for ByName {
-    fn borrow(&self) -> &str {
-        self.name()
-    }
-}
-
-impl Hash for ByName {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // As `str` hashes: lookups by `&str` find the key.
-        self.name().hash(state)
-    }
-}
-
-impl PartialEq for ByName {
-    fn eq(&self, other: &Self) -> bool {
-        self.name() == other.name()
-    }
-}
-
-impl Eq for ByName {}
-
-impl PartialOrd for ByName {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for ByName {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.name().cmp(other.name())
-    }
 }
 
 /// The queue and the index hold the same definition of a job (replaced in both on a change),
@@ -186,7 +139,7 @@ impl FireSchedule {
         let name = job.name().as_str();
         match self.entries.get_key_value(name) {
             Some((k, _)) if Arc::ptr_eq(&k.0, &job) => {}
-            Some((k, &next)) if k.0.updated_at == job.updated_at && k.0.spec == job.spec => {
+            Some((k, &next)) if k.0.revision == job.revision && k.0.spec == job.spec => {
                 // Adopt this load's copy, so only one generation of definitions lives.
                 self.remove(name);
                 self.put(job, next);
@@ -316,6 +269,19 @@ impl FireSchedule {
         }
         true
     }
+}
+
+/// The fires owed for `job`'s instants from `from` up to `now` under the misfire rules, for a
+/// job this schedule does not hold (see `Engine::reload`).
+pub fn owed_from(
+    job: &Arc<JobDefinition>,
+    from: DateTime<Utc>,
+    now: DateTime<Utc>,
+    rules: MisfireRules,
+) -> Step {
+    let mut step = Step::default();
+    owed(job, from - Duration::milliseconds(1), now, rules, &mut step);
+    step
 }
 
 /// Adds the fires owed for `job`'s instants in `(after, now]` under the misfire rules.

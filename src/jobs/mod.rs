@@ -5,6 +5,7 @@
 //! `JobDefinition` is a stored job (a spec plus identity and audit columns).
 
 mod addr;
+mod book;
 mod document;
 mod execution;
 pub mod links;
@@ -22,6 +23,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 pub use addr::InstanceAddr;
+pub use book::{ByName, JobBook};
 pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, child_execution_id, execution_id,
@@ -402,6 +404,9 @@ pub struct JobDefinition {
     pub updated_by: Option<String>,
     /// When the job was last switched on: instants before it are not owed to the job.
     pub enabled_since: DateTime<Utc>,
+    /// The job revision (the change log's counter) of the write that made this definition:
+    /// two definitions of a job are the same definition exactly when their revisions are.
+    pub revision: i64,
 }
 
 impl JobDefinition {
@@ -424,6 +429,7 @@ impl JobDefinition {
             created_by: None,
             updated_by: None,
             enabled_since: at,
+            revision: at.timestamp_millis(),
         }
     }
 }

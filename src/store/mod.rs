@@ -1,32 +1,41 @@
-//! Persistence behind one trait, with a MySQL and a SQLite implementation chosen from the
-//! database URL scheme. The engine and the API only ever see `dyn Store`.
+//! Persistence: what JobFlow keeps in its database, behind four traits split by concern, each
+//! small enough to fake in a test:
 //!
-//! Both backends run the same portable SQL (`sql_store!` in `sql.rs`); what differs is the
-//! connection set-up and the migrations (`migrations/mysql`, `migrations/sqlite`).
+//! - [`JobStore`]: job definitions, the change log other instances reload from, and the Nacos
+//!   jobs document;
+//! - [`FireStore`]: fires: their claims and rows written ahead, the admission of guarded
+//!   fires at their instant, withdrawal, and what was fired when (misfire handling);
+//! - [`ExecutionStore`]: execution rows: reads, the compare-and-set transitions every state
+//!   change goes through, and the pages compensation sweeps;
+//! - [`RetentionStore`]: the chunked purge of old history.
+//!
+//! [`Store`] is all four plus migrations, and [`SqlStore`] implements it once, in plain Rust
+//! over the portable SQL layer of [`sql`], for MySQL, MariaDB and SQLite (chosen by the
+//! database URL scheme; the migrations are per backend, in `migrations/`).
 
-#[macro_use]
-mod sql;
 mod batch;
+mod columns;
+mod executions;
+mod fires;
+mod jobs;
 mod mysql;
-mod rows;
+mod retention;
+mod sql;
 mod sqlite;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
 use crate::config::DatabaseSettings;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobDefinition, JobDocument, JobSpec, NewExecution, TriggerType,
+    Execution, ExecutionStatus, JobDefinition, JobDocument, JobSpec, NewExecution, OverlapPolicy,
+    TriggerType,
 };
 
-pub use mysql::MySqlStore;
-pub use sqlite::SqliteStore;
-
-/// Fire claims deleted per statement when purging.
-const PURGE_CHUNK: i64 = 5000;
+pub use sql::Backend;
 
 /// Rows per multi-row INSERT (17 bound values each stays far below every placeholder limit).
 const MULTI_ROW: usize = 500;
@@ -101,53 +110,30 @@ impl PageRequest {
     }
 }
 
-/// A page of results, shaped like Spring Data's `Page` JSON.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Page<T> {
-    pub content: Vec<T>,
-    /// Zero-based page number.
-    pub number: u32,
-    pub size: u32,
-    pub total_elements: i64,
-    pub total_pages: i64,
-    /// Present (`true`) when counting stopped at a cap (execution search: 100,000), so
-    /// `totalElements` and `totalPages` are lower bounds; narrow the search to count exactly.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub total_elements_capped: Option<bool>,
-}
-
-impl<T> Page<T> {
-    pub fn new(content: Vec<T>, req: PageRequest, total: i64) -> Self {
-        let size = req.size.max(1) as i64;
-        Self {
-            content,
-            number: req.page,
-            size: req.size,
-            total_elements: total,
-            total_pages: (total + size - 1) / size,
-            total_elements_capped: None,
-        }
-    }
-
-    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page {
-            content: self.content.into_iter().map(f).collect(),
-            number: self.number,
-            size: self.size,
-            total_elements: self.total_elements,
-            total_pages: self.total_pages,
-            total_elements_capped: self.total_elements_capped,
-        }
-    }
+/// One page of a listing and how many items the whole listing has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+    /// Counting stopped at a cap: `total` is a lower bound.
+    pub capped: bool,
 }
 
 /// The claim of one cron fire: at most one scheduler ever inserts it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FireClaim {
     pub job_name: String,
     pub fire_time: DateTime<Utc>,
     pub scheduler_instance: String,
+    /// When the claim was written (before the instant when claimed ahead).
+    pub claimed_at: DateTime<Utc>,
+}
+
+/// One fire to record: its rows, with its claim when it is a cron fire.
+#[derive(Debug, Clone)]
+pub struct FireRecord {
+    pub claim: Option<FireClaim>,
+    pub rows: Vec<NewExecution>,
 }
 
 #[derive(Debug)]
@@ -158,7 +144,58 @@ pub enum FireOutcome {
     AlreadyFired,
 }
 
-/// The jobs changed after a revision (see [`Store::job_changes_since`]).
+/// A recorded fire to take back before it is called: its claim, when it is a cron fire, and
+/// its rows while they are still PENDING and held by the instance that recorded them.
+#[derive(Debug, Clone)]
+pub struct Withdrawal {
+    pub instance: String,
+    pub job: String,
+    /// The claimed instant of a cron fire.
+    pub claimed: Option<DateTime<Utc>>,
+    pub traces: Vec<String>,
+}
+
+/// A recorded fire of a job whose overlap policy is not ALLOW, to be admitted at its instant
+/// (see [`FireStore::admit`]).
+#[derive(Debug, Clone)]
+pub struct GuardedFire {
+    pub job: String,
+    /// The revision of the definition the fire was planned under; `None` admits it under any.
+    pub revision: Option<i64>,
+    pub policy: OverlapPolicy,
+    /// The fire's rows, all PENDING when it was recorded.
+    pub rows: Vec<Execution>,
+    /// How to take the fire back if it is withdrawn.
+    pub withdrawal: Withdrawal,
+    /// Whether the fire is of a cron instant (so withdrawn when the job is disabled).
+    pub scheduled: bool,
+    /// Whether an admitted fire's rows become RUNNING at once (its calls go out right after);
+    /// otherwise they stay PENDING, and each attempt takes its row before its call.
+    pub start: bool,
+}
+
+/// What the admission of one guarded fire came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admitted {
+    /// Its rows may be called (RUNNING from the admission, when it was to start them). Under
+    /// COVER, `covered` are the runs cancelled for it, which must be stopped before the calls.
+    Run {
+        rows: Vec<Execution>,
+        covered: Vec<Execution>,
+    },
+    /// The job still runs `running`: the fire's `rows` are SKIPPED, uncalled.
+    Skipped {
+        rows: Vec<Execution>,
+        running: Vec<String>,
+    },
+    /// The job was deleted, disabled or changed after the fire was planned: its claim and
+    /// rows are deleted.
+    Withdrawn,
+    /// Its rows were not PENDING any more (cancelled, or taken over by compensation).
+    Gone,
+}
+
+/// The jobs changed after a revision (see [`JobStore::job_changes_since`]).
 #[derive(Debug, Clone, Default)]
 pub struct JobChanges {
     /// The revision this answer is complete up to: the next `since`.
@@ -171,7 +208,7 @@ pub struct JobChanges {
 }
 
 /// A parsed jobs document from the Nacos config centre, to be applied (see
-/// [`Store::apply_job_document`]).
+/// [`JobStore::apply_job_document`]).
 #[derive(Debug, Clone, Copy)]
 pub struct DocumentApply<'a> {
     pub data_id: &'a str,
@@ -205,6 +242,17 @@ pub enum DocumentOutcome {
     Applied(DocumentChanges),
 }
 
+/// Child jobs to trigger when a SUCCESS completes its fire (see [`Transition::children`]).
+#[derive(Debug, Clone)]
+pub struct ChildTrigger {
+    /// The parent's job and the [`fire_key`](crate::jobs::fire_key) of its fire.
+    pub parent_job: String,
+    pub parent_fire: String,
+    /// The rows of every child, planned by the caller; their execution ids derive from the
+    /// parent fire, one set per child.
+    pub rows: Vec<NewExecution>,
+}
+
 /// A compare-and-set status change: applied only while the row is in one of `from` (and, when
 /// given, still held by `held_by` for the lease that began at `held_since`).
 #[derive(Debug, Clone)]
@@ -225,6 +273,13 @@ pub struct Transition {
     /// Inserted in the same transaction when this transition applies: the retry a failure
     /// earns is never lost between the failure and its row.
     pub retry: Option<NewExecution>,
+    /// The job whose row is locked first, so that this change and the admission of the job's
+    /// guarded fires (or the completion of its fires) are decided one after the other: set
+    /// for jobs with an overlap policy or child jobs.
+    pub lock_job: Option<String>,
+    /// For a SUCCESS: the children to insert, in the same transaction, when it completes its
+    /// fire (every range of the fire has a SUCCESS) and no child rows of the fire exist yet.
+    pub children: Option<ChildTrigger>,
 }
 
 impl Transition {
@@ -241,7 +296,46 @@ impl Transition {
             result_message: None,
             error_message: None,
             retry: None,
+            lock_job: None,
+            children: None,
         }
+    }
+
+    /// PENDING to RUNNING: the call to `executor` goes out at `at`. Every move into RUNNING
+    /// names its executor and start, which is what compensation reads.
+    pub fn started(executor: String, at: DateTime<Utc>) -> Self {
+        Self {
+            executor_instance: Some(executor),
+            start_time: Some(at),
+            ..Self::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
+        }
+    }
+}
+
+/// What a transition that applied brought with it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Follow {
+    /// The retry row it inserted.
+    pub retry: Option<Box<Execution>>,
+    /// The child rows it inserted (its fire completed).
+    pub children: Vec<Execution>,
+}
+
+/// What one transition of a batch came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// The row was not in a `from` state: someone else decided it.
+    No,
+    Yes(Follow),
+}
+
+impl Applied {
+    pub fn applied(&self) -> bool {
+        matches!(self, Self::Yes(_))
+    }
+
+    pub fn yes() -> Self {
+        Self::Yes(Follow::default())
     }
 }
 
@@ -287,80 +381,29 @@ pub struct Activity {
     pub cron_starts: Vec<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
-/// How many recent cron starts [`Store::activity_since`] returns.
+/// How many recent cron starts [`ExecutionStore::activity_since`] returns.
 pub const ACTIVITY_DELAY_SAMPLE: i64 = 100;
-
-/// The winning moves of a batch, one per row: a row that moves more than once ends in its
-/// last move's status, and each column takes the last value any of its moves set (what
-/// applying them one by one would leave). Guards and retries play no part in setting.
-pub fn fold_moves(winners: &[&(String, Transition)]) -> Vec<(String, Transition)> {
-    let mut order: Vec<(String, Transition)> = Vec::with_capacity(winners.len());
-    let mut at: std::collections::HashMap<&str, usize> =
-        std::collections::HashMap::with_capacity(winners.len());
-    for (trace, t) in winners.iter().map(|w| (&w.0, &w.1)) {
-        let next = Transition {
-            from: t.from,
-            to: t.to,
-            held_by: None,
-            hand_to: t.hand_to.clone(),
-            executor_instance: t.executor_instance.clone(),
-            start_time: t.start_time,
-            finish_time: t.finish_time,
-            duration_ms: t.duration_ms,
-            result_message: t.result_message.clone(),
-            error_message: t.error_message.clone(),
-            retry: None,
-        };
-        match at.get(trace.as_str()) {
-            Some(&i) => {
-                let prev = &mut order[i].1;
-                prev.to = next.to;
-                prev.hand_to = next.hand_to.or(prev.hand_to.take());
-                prev.executor_instance = next.executor_instance.or(prev.executor_instance.take());
-                prev.start_time = next.start_time.or(prev.start_time);
-                prev.finish_time = next.finish_time.or(prev.finish_time);
-                prev.duration_ms = next.duration_ms.or(prev.duration_ms);
-                prev.result_message = next.result_message.or(prev.result_message.take());
-                prev.error_message = next.error_message.or(prev.error_message.take());
-            }
-            None => {
-                at.insert(trace.as_str(), order.len());
-                order.push((trace.clone(), next));
-            }
-        }
-    }
-    order
-}
-
-/// What one transition of a batch came to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Applied {
-    /// The row was not in a `from` state: someone else decided it.
-    No,
-    /// Applied; with the retry row when the transition carried one.
-    Yes(Option<Box<Execution>>),
-}
-
-impl Applied {
-    pub fn applied(&self) -> bool {
-        matches!(self, Self::Yes(_))
-    }
-}
 
 /// Where a keyset page of executions continues: after this sort key and id.
 pub type Cursor = Option<(DateTime<Utc>, i64)>;
 
-/// Says why a guarded fire's rows are to be recorded SKIPPED, given the job's open
-/// executions (see [`Store::record_guarded_fire`]); `None` records them as they are.
-pub type OverlapJudge<'j> = dyn for<'a> Fn(&'a [Execution]) -> Option<String> + Send + Sync + 'j;
+/// A row of a sweep that does not read as an execution (a status a newer version wrote, a
+/// damaged value): reported and passed over, never allowed to stop the sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    pub id: i64,
+    pub trace_id: String,
+    /// The row's sort key in its sweep, so the sweep can go on after it.
+    pub key: DateTime<Utc>,
+    pub error: String,
+}
 
+/// One row of a sweep page.
+pub type Swept = Result<Execution, Unreadable>;
+
+/// Job definitions, the change log, the Nacos jobs document.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// `mysql` or `sqlite`.
-    fn backend(&self) -> &'static str;
-    async fn migrate(&self) -> Result<(), StoreError>;
-    async fn ping(&self) -> Result<(), StoreError>;
-
+pub trait JobStore: Send + Sync {
     async fn create_job(
         &self,
         spec: &JobSpec,
@@ -388,9 +431,11 @@ pub trait Store: Send + Sync + 'static {
         &self,
         filter: &JobFilter,
         page: PageRequest,
-    ) -> Result<Page<JobDefinition>, StoreError>;
+    ) -> Result<Listing<JobDefinition>, StoreError>;
     /// Every job, for the scheduling engine.
     async fn load_jobs(&self) -> Result<Vec<JobDefinition>, StoreError>;
+    /// The names of every job, sorted.
+    async fn job_names(&self) -> Result<Vec<String>, StoreError>;
     /// Makes the `NACOS` jobs match `apply.document`, in one transaction that compares and
     /// sets the document's content hash: of several instances applying the same content,
     /// exactly one writes, and the result depends only on the content and the stored jobs.
@@ -407,64 +452,85 @@ pub trait Store: Send + Sync + 'static {
     /// `None` when the log cannot tell (the tombstones after `since` were pruned, or `since`
     /// is ahead of the store): then reload every job.
     async fn job_changes_since(&self, since: i64) -> Result<Option<JobChanges>, StoreError>;
+    /// Just the names of the jobs written or deleted after revision `since` (`None` as for
+    /// [`JobStore::job_changes_since`]).
+    async fn jobs_changed_since(&self, since: i64) -> Result<Option<Vec<String>>, StoreError>;
+}
 
-    /// Inserts `rows` atomically, together with the fire claim when one is given. A claim
-    /// that exists already yields `AlreadyFired` and writes nothing.
+/// Fires: claims, rows written ahead, admission, withdrawal, and the fire history misfire
+/// handling reads.
+#[async_trait]
+pub trait FireStore: Send + Sync {
+    /// Records fires in one transaction (one commit): each fire's rows, with its claim when
+    /// it has one, all-or-nothing per fire. A cron fire another scheduler claimed already is
+    /// `AlreadyFired` and writes nothing; the others are still recorded.
+    async fn record_fires(&self, fires: &[FireRecord]) -> Result<Vec<FireOutcome>, StoreError>;
+    /// Records one fire: with a claim, as [`FireStore::record_fires`]; without, its rows are
+    /// inserted atomically and a row whose ids exist already fails it with `Duplicate`.
     async fn record_fire(
         &self,
         claim: Option<&FireClaim>,
         rows: &[NewExecution],
     ) -> Result<FireOutcome, StoreError>;
-    /// Records a fire of `job` whose overlap policy is not ALLOW (with its claim when it is a
-    /// cron fire), judging the overlap under a lock on the job's row: the guarded fires of a
-    /// job, on any instance, are recorded one after another, each seeing the rows of those
-    /// before it. A claim that exists already yields `AlreadyFired` before anything is read.
-    /// `judge` gets the job's open (PENDING and RUNNING) executions and says why the rows are
-    /// to be recorded SKIPPED, if they are. Returns the outcome and the open executions judged.
-    async fn record_guarded_fire(
+    /// Admits guarded fires at their instant `now`, in one transaction that locks their jobs'
+    /// rows first, so the guarded fires of a job, on any instance, are decided one after the
+    /// other, each seeing the decisions before it. A fire whose job is gone, disabled (for a
+    /// scheduled fire) or at another revision is withdrawn. Otherwise the job's open runs are
+    /// read (RUNNING rows; PENDING rows except first attempts of cron fires not yet due and
+    /// the fire's own): under SKIP with any open run, the fire's rows become SKIPPED; under
+    /// COVER the open runs are cancelled; then the fire's rows become RUNNING.
+    async fn admit(
         &self,
-        job: &str,
-        claim: Option<&FireClaim>,
+        fires: &[GuardedFire],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Admitted>, StoreError>;
+    /// Records a new fire of a guarded job (a manual run) and admits it in the same
+    /// transaction, as [`FireStore::admit`] would: no other admission sees its rows before
+    /// they are judged.
+    async fn record_guarded(
+        &self,
+        policy: OverlapPolicy,
         rows: &[NewExecution],
-        judge: &OverlapJudge<'_>,
-    ) -> Result<(FireOutcome, Vec<Execution>), StoreError>;
-    /// Records several cron fires in one transaction (one commit). Each fire, its claim and
-    /// its rows, is all-or-nothing on its own (a savepoint each): a fire another scheduler
-    /// claimed already is `AlreadyFired` and the others are still recorded.
-    async fn record_cron_fires(
-        &self,
-        fires: &[(FireClaim, Vec<NewExecution>)],
-    ) -> Result<Vec<FireOutcome>, StoreError>;
+        now: DateTime<Utc>,
+    ) -> Result<Admitted, StoreError>;
+    /// Takes back recorded fires that were not called, in one transaction: each claim (by its
+    /// instance) and its still-PENDING rows, so the instants can be fired again (under an
+    /// edited definition) or not at all. Returns the number of rows removed.
+    async fn withdraw_fires(&self, fires: &[Withdrawal]) -> Result<u64, StoreError>;
     /// The most recent claimed fire of a job (misfire detection).
     async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// The most recent claimed fire of every job fired at or after `since`.
     async fn recent_fires(
         &self,
         since: DateTime<Utc>,
-    ) -> Result<std::collections::HashMap<String, DateTime<Utc>>, StoreError>;
+    ) -> Result<HashMap<String, DateTime<Utc>>, StoreError>;
     /// Deletes the claims of instants before `before` (in chunks); the number deleted.
     async fn purge_fire_claims(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+}
 
+/// Execution rows: reads, compare-and-set transitions, sweeps.
+#[async_trait]
+pub trait ExecutionStore: Send + Sync {
     async fn get_execution(&self, trace_id: &str) -> Result<Option<Execution>, StoreError>;
     async fn list_executions(
         &self,
         job: &str,
         status: Option<ExecutionStatus>,
         page: PageRequest,
-    ) -> Result<Page<Execution>, StoreError>;
+    ) -> Result<Listing<Execution>, StoreError>;
     /// Executions of all jobs matching `filter`, newest first (trigger time, then id).
-    /// Counts at most `count_cap` matches (then `total_elements_capped` is set).
+    /// Counts at most `count_cap` matches (then the listing is `capped`).
     async fn search_executions(
         &self,
         filter: &ExecutionFilter,
         page: PageRequest,
         count_cap: i64,
-    ) -> Result<Page<Execution>, StoreError>;
-    /// Compare-and-set (with its guards); `true` when this call changed the row. A retry the
-    /// transition carries is inserted with it.
+    ) -> Result<Listing<Execution>, StoreError>;
+    /// Compare-and-set (with its guards). A retry the transition carries is inserted with it.
     async fn transition(&self, trace_id: &str, t: &Transition) -> Result<Applied, StoreError>;
     /// Several transitions in one transaction (one commit), decided in order as if applied
-    /// one by one, with the retry rows of those that apply. Guards are not supported here.
+    /// one by one, with the retry and child rows of those that apply. Guards are not
+    /// supported here.
     async fn transitions(&self, batch: &[(String, Transition)])
     -> Result<Vec<Applied>, StoreError>;
     /// PENDING rows whose `due_time` is before `due_before` (their holder's lease ran out),
@@ -474,58 +540,89 @@ pub trait Store: Send + Sync + 'static {
         due_before: DateTime<Utc>,
         after: Cursor,
         limit: u32,
-    ) -> Result<Vec<Execution>, StoreError>;
-    /// RUNNING rows started before `started_before`, in `(trigger_time, id)` order after
-    /// `after` (keyset paging along the status index).
+    ) -> Result<Vec<Swept>, StoreError>;
+    /// RUNNING rows started before `started_before` (a row without a start time counts from
+    /// its due time), in `(trigger_time, id)` order after `after`.
     async fn running_before(
         &self,
         started_before: DateTime<Utc>,
         after: Cursor,
         limit: u32,
-    ) -> Result<Vec<Execution>, StoreError>;
-
-    /// Takes back cron fires claimed ahead of their instant and not called: each claim (by
-    /// its instance) and its PENDING rows (by trace id), in one transaction, so the instants
-    /// can be fired again (under an edited definition) or not at all. Returns the number of
-    /// rows removed.
-    async fn withdraw_fires(&self, fires: &[(FireClaim, Vec<String>)]) -> Result<u64, StoreError>;
-
+    ) -> Result<Vec<Swept>, StoreError>;
     /// Every execution of `job`'s fire whose [`crate::jobs::fire_key`] is `fire`: its ranges,
-    /// their retries and re-runs (child jobs), in insertion order.
+    /// their retries and re-runs, in insertion order.
     async fn fire_executions(&self, job: &str, fire: &str) -> Result<Vec<Execution>, StoreError>;
-
     /// What was triggered at or after `since`, for the console's overview.
     async fn activity_since(&self, since: DateTime<Utc>) -> Result<Activity, StoreError>;
+}
 
-    /// Retention: deletes final executions (not PENDING or RUNNING) triggered before
-    /// `before`, chunk by chunk along the trigger_time index as `pace` says; the number deleted.
+/// The purge of old execution history.
+#[async_trait]
+pub trait RetentionStore: Send + Sync {
+    /// Deletes final executions (not PENDING or RUNNING) triggered before `before`, chunk by
+    /// chunk along the trigger_time index as `pace` says; the number deleted.
     async fn purge_executions_before(
         &self,
         before: DateTime<Utc>,
         pace: PurgePace,
     ) -> Result<u64, StoreError>;
-    /// Retention: deletes the final executions of `job` beyond its newest `keep` (by
-    /// trigger time, then id), chunk by chunk along (job_name, trigger_time) as `pace` says.
+    /// Deletes the final executions of `job` beyond its newest `keep` (by trigger time, then
+    /// id), chunk by chunk along (job_name, trigger_time) as `pace` says.
     async fn cap_job_executions(
         &self,
         job: &str,
         keep: u32,
         pace: PurgePace,
     ) -> Result<u64, StoreError>;
-    /// The names of every job, sorted.
-    async fn job_names(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// Everything JobFlow keeps, and the schema it keeps it in.
+#[async_trait]
+pub trait Store: JobStore + FireStore + ExecutionStore + RetentionStore + 'static {
+    /// `mysql` or `sqlite`.
+    fn backend(&self) -> &'static str;
+    async fn migrate(&self) -> Result<(), StoreError>;
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// The store over a SQL database: one implementation, in plain Rust, for every backend.
+pub struct SqlStore {
+    db: sql::Db,
+    creates: batch::CreateQueue,
 }
 
 /// Opens the store named by `database.url` (without migrating).
 pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Store>, StoreError> {
     let url = settings.url.expose();
-    if url.starts_with("sqlite:") {
-        Ok(Arc::new(SqliteStore::connect(url).await?))
+    let db = if url.starts_with("sqlite:") {
+        sqlite::connect(url).await?
     } else {
         let password = settings.password.as_ref().map(|p| p.expose());
-        Ok(Arc::new(
-            MySqlStore::connect(url, password, settings.max_connections.get()).await?,
-        ))
+        mysql::connect(url, password, settings.max_connections.get()).await?
+    };
+    Ok(Arc::new(SqlStore {
+        db,
+        creates: Default::default(),
+    }))
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    fn backend(&self) -> &'static str {
+        self.db.backend().name()
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        // Each backend guards concurrent start-ups in its own way.
+        match &self.db {
+            sql::Db::MySql(pool) => mysql::migrate(pool).await,
+            sql::Db::Sqlite(pool) => sqlite::migrate(pool).await,
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.db.execute(sql::Sql::new("SELECT 1")).await?;
+        Ok(())
     }
 }
 
@@ -573,6 +670,42 @@ pub(crate) fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
     t.trunc_subsecs(3)
 }
 
+/// The winning moves of a batch, one per row: a row that moves more than once ends in its
+/// last move's status, and each column takes the last value any of its moves set (what
+/// applying them one by one would leave). Guards, retries and children play no part in
+/// setting.
+pub fn fold_moves(winners: &[&(String, Transition)]) -> Vec<(String, Transition)> {
+    let mut order: Vec<(String, Transition)> = Vec::with_capacity(winners.len());
+    let mut at: HashMap<&str, usize> = HashMap::with_capacity(winners.len());
+    for (trace, t) in winners.iter().map(|w| (&w.0, &w.1)) {
+        let next = Transition {
+            held_by: None,
+            retry: None,
+            lock_job: None,
+            children: None,
+            ..t.clone()
+        };
+        match at.get(trace.as_str()) {
+            Some(&i) => {
+                let prev = &mut order[i].1;
+                prev.to = next.to;
+                prev.hand_to = next.hand_to.or(prev.hand_to.take());
+                prev.executor_instance = next.executor_instance.or(prev.executor_instance.take());
+                prev.start_time = next.start_time.or(prev.start_time);
+                prev.finish_time = next.finish_time.or(prev.finish_time);
+                prev.duration_ms = next.duration_ms.or(prev.duration_ms);
+                prev.result_message = next.result_message.or(prev.result_message.take());
+                prev.error_message = next.error_message.or(prev.error_message.take());
+            }
+            None => {
+                at.insert(trace.as_str(), order.len());
+                order.push((trace.clone(), next));
+            }
+        }
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,11 +716,7 @@ mod tests {
         let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
         let started = (
             "a".to_string(),
-            Transition {
-                executor_instance: Some("10.0.0.1:8080".into()),
-                start_time: Some(at),
-                ..Transition::to(&[Pending], Running)
-            },
+            Transition::started("10.0.0.1:8080".into(), at),
         );
         let other = ("b".to_string(), Transition::to(&[Pending], Running));
         let finished = (

@@ -8,84 +8,72 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::MySql;
 use sqlx::migrate::Migrator;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
 use super::StoreError;
+use super::sql::Db;
 
 /// The named lock every instance takes before migrating.
 pub const MIGRATION_LOCK: &str = "jobflow_migrate";
 /// How long an instance waits for another one's migration before giving up.
 pub const MIGRATION_LOCK_WAIT: Duration = Duration::from_secs(60);
 
-pub struct MySqlStore {
-    pool: MySqlPool,
-    creates: super::batch::CreateQueue,
+const MIGRATOR: Migrator = sqlx::migrate!("./migrations/mysql");
+
+/// `url` is `mysql://` (or `mariadb://`); `password` overrides the one in the URL.
+pub async fn connect(
+    url: &str,
+    password: Option<&str>,
+    max_connections: u32,
+) -> Result<Db, StoreError> {
+    let url = url
+        .strip_prefix("mariadb://")
+        .map(|rest| format!("mysql://{rest}"))
+        .unwrap_or_else(|| url.to_string());
+    let mut options = MySqlConnectOptions::from_str(&url)?.timezone(Some("+00:00".into()));
+    if let Some(p) = password {
+        options = options.password(p);
+    }
+    let pool = MySqlPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options)
+        .await?;
+    Ok(Db::MySql(pool))
 }
 
-impl MySqlStore {
-    const MIGRATOR: Migrator = sqlx::migrate!("./migrations/mysql");
-
-    /// `url` is `mysql://` (or `mariadb://`); `password` overrides the one in the URL.
-    pub async fn connect(
-        url: &str,
-        password: Option<&str>,
-        max_connections: u32,
-    ) -> Result<Self, StoreError> {
-        let url = url
-            .strip_prefix("mariadb://")
-            .map(|rest| format!("mysql://{rest}"))
-            .unwrap_or_else(|| url.to_string());
-        let mut options = MySqlConnectOptions::from_str(&url)?.timezone(Some("+00:00".into()));
-        if let Some(p) = password {
-            options = options.password(p);
-        }
-        let pool = MySqlPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_with(options)
-            .await?;
-        Ok(Self {
-            pool,
-            creates: Default::default(),
-        })
+/// Applies the pending migrations while holding [`MIGRATION_LOCK`] on one connection: the
+/// instances that wait find the schema migrated when their turn comes, and apply nothing.
+pub async fn migrate(pool: &MySqlPool) -> Result<(), StoreError> {
+    let mut conn = pool.acquire().await?;
+    // The lock belongs to the session: closing the connection releases it whatever happens
+    // below, even if this future is dropped.
+    conn.close_on_drop();
+    let granted: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
+        .bind(MIGRATION_LOCK)
+        .bind(MIGRATION_LOCK_WAIT.as_secs())
+        .fetch_one(&mut *conn)
+        .await?;
+    if granted != Some(1) {
+        return Err(StoreError::MigrationLock(format!(
+            "could not take the database lock `{MIGRATION_LOCK}` within {}s \
+             (GET_LOCK answered {}): another instance is migrating this schema, or a \
+             session still holds the lock (see SELECT IS_USED_LOCK('{MIGRATION_LOCK}'))",
+            MIGRATION_LOCK_WAIT.as_secs(),
+            granted.map_or("NULL".to_string(), |g| g.to_string()),
+        )));
     }
-
-    /// Applies the pending migrations while holding [`MIGRATION_LOCK`] on one connection: the
-    /// instances that wait find the schema migrated when their turn comes, and apply nothing.
-    async fn run_migrations(&self) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        // The lock belongs to the session: closing the connection releases it whatever
-        // happens below, even if this future is dropped.
-        conn.close_on_drop();
-        let granted: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
-            .bind(MIGRATION_LOCK)
-            .bind(MIGRATION_LOCK_WAIT.as_secs())
-            .fetch_one(&mut *conn)
-            .await?;
-        if granted != Some(1) {
-            return Err(StoreError::MigrationLock(format!(
-                "could not take the database lock `{MIGRATION_LOCK}` within {}s \
-                 (GET_LOCK answered {}): another instance is migrating this schema, or a \
-                 session still holds the lock (see SELECT IS_USED_LOCK('{MIGRATION_LOCK}'))",
-                MIGRATION_LOCK_WAIT.as_secs(),
-                granted.map_or("NULL".to_string(), |g| g.to_string()),
-            )));
-        }
-        let mut migrator = Self::MIGRATOR;
-        migrator.set_locking(false);
-        // `run_direct` is `run` on a connection we hold: `run(&mut conn)` trips a known
-        // "Acquire is not general enough" error inside the Send future of the trait.
-        let migrated = migrator.run_direct(None, &mut *conn, false).await;
-        let released = sqlx::query("SELECT RELEASE_LOCK(?)")
-            .bind(MIGRATION_LOCK)
-            .execute(&mut *conn)
-            .await;
-        migrated?;
-        released?;
-        Ok(())
-    }
+    let mut migrator = MIGRATOR;
+    migrator.set_locking(false);
+    // `run_direct` is `run` on a connection we hold: `run(&mut conn)` trips a known
+    // "Acquire is not general enough" error inside the Send future of the trait.
+    let migrated = migrator.run_direct(None, &mut *conn, false).await;
+    let released = sqlx::query("SELECT RELEASE_LOCK(?)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *conn)
+        .await;
+    migrated?;
+    released?;
+    Ok(())
 }
-
-sql_store!(MySqlStore, MySql, "mysql", " FOR UPDATE");

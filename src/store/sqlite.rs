@@ -9,48 +9,36 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::Sqlite;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
 use super::StoreError;
+use super::sql::Db;
 
-pub struct SqliteStore {
-    pool: SqlitePool,
-    creates: super::batch::CreateQueue,
+const MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
+
+pub async fn connect(url: &str) -> Result<Db, StoreError> {
+    let options = SqliteConnectOptions::from_str(url)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(10));
+    let path = options.get_filename();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+    }
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await?;
+    Ok(Db::Sqlite(pool))
 }
 
-impl SqliteStore {
-    const MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
-
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(10));
-        let path = options.get_filename();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
-        }
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await?;
-        Ok(Self {
-            pool,
-            creates: Default::default(),
-        })
-    }
-
-    /// One writer: sqlx's own migration run needs no further lock.
-    async fn run_migrations(&self) -> Result<(), StoreError> {
-        Self::MIGRATOR.run(&self.pool).await?;
-        Ok(())
-    }
+/// One writer: sqlx's own migration run needs no further lock.
+pub async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
 }
-
-sql_store!(SqliteStore, Sqlite, "sqlite", "");

@@ -182,6 +182,7 @@ fn job(name: &str, max_retry: i64, channels: &[&str]) -> JobDefinition {
         created_by: None,
         updated_by: None,
         enabled_since: Utc::now(),
+        revision: 1,
     }
 }
 
@@ -283,7 +284,8 @@ async fn every_vendor_receives_a_signed_message_in_its_format() {
         ..AlertsSettings::default()
     };
     settings.validate().unwrap();
-    let alerts = Alerts::start(&settings, "127.0.0.1:8080").unwrap();
+    let alerts =
+        Alerts::start(&settings, "127.0.0.1:8080", jobflow::clock::Clock::system()).unwrap();
     let all = [
         "v-hook",
         "v-ding",
@@ -431,7 +433,8 @@ async fn repeats_are_throttled_per_job_and_event_and_counted() {
         ..AlertsSettings::default()
     };
     assert_eq!(settings.min_interval_seconds, 300);
-    let alerts = Alerts::start(&settings, "127.0.0.1:8080").unwrap();
+    let alerts =
+        Alerts::start(&settings, "127.0.0.1:8080", jobflow::clock::Clock::system()).unwrap();
     // No alertChannels: alerts.default_channels apply.
     let a = job("throttle-a", 0, &[]);
     let b = job("throttle-b", 0, &[]);
@@ -506,7 +509,8 @@ async fn a_slow_endpoint_delays_only_its_own_channel_and_overflow_is_counted() {
         ],
         ..AlertsSettings::default()
     };
-    let alerts = Alerts::start(&settings, "127.0.0.1:8080").unwrap();
+    let alerts =
+        Alerts::start(&settings, "127.0.0.1:8080", jobflow::clock::Clock::system()).unwrap();
     let j = job("slow-job", 0, &["s-slow", "s-fast"]);
     alerts.execution_final(&j, &execution("slow-job", ExecutionStatus::Failed, 0));
     // The slow channel's delivery task is now stuck in its first request.

@@ -54,7 +54,7 @@ async fn ids(s: &dyn Store, job: &str) -> Vec<String> {
         .list_executions(job, None, PageRequest { page: 0, size: 200 })
         .await
         .unwrap();
-    page.content.into_iter().map(|e| e.execution_id).collect()
+    page.items.into_iter().map(|e| e.execution_id).collect()
 }
 
 fn base() -> DateTime<Utc> {

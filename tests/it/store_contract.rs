@@ -3,10 +3,23 @@
 
 use chrono::{Duration, TimeZone, Utc};
 use jobflow::jobs::{
-    ExecutionStatus, JobRequest, JobSpec, NewExecution, TimeZoneName, TriggerType, execution_id,
-    new_trace_id,
+    Execution, ExecutionStatus, JobRequest, JobSpec, NewExecution, TimeZoneName, TriggerType,
+    execution_id, new_trace_id,
 };
-use jobflow::store::{self, Applied, FireClaim, FireOutcome, StoreError, Transition, UniqueKey};
+use jobflow::store::{
+    self, Applied, FireClaim, FireOutcome, FireRecord, StoreError, Transition, UniqueKey,
+};
+
+/// A batch of cron fires as the store records them.
+fn records(batch: &[(FireClaim, Vec<NewExecution>)]) -> Vec<FireRecord> {
+    batch
+        .iter()
+        .map(|(claim, rows)| FireRecord {
+            claim: Some(claim.clone()),
+            rows: rows.clone(),
+        })
+        .collect()
+}
 
 use crate::helpers::{Backend, TestDb, backend_tests, base_settings};
 
@@ -97,6 +110,7 @@ async fn fire_claims_are_exclusive_and_atomic(backend: Backend) {
     let (_db, s) = open(backend).await;
     let fire = Utc.with_ymd_and_hms(2024, 5, 1, 2, 0, 0).unwrap();
     let claim = FireClaim {
+        claimed_at: Utc::now(),
         job_name: "j".into(),
         fire_time: fire,
         scheduler_instance: "a:1".into(),
@@ -119,6 +133,7 @@ async fn fire_claims_are_exclusive_and_atomic(backend: Backend) {
 
     // A second scheduler with another executor view (other ranges) still loses the fire.
     let other = FireClaim {
+        claimed_at: Utc::now(),
         scheduler_instance: "b:2".into(),
         ..claim.clone()
     };
@@ -132,11 +147,12 @@ async fn fire_claims_are_exclusive_and_atomic(backend: Backend) {
         .list_executions("j", None, store::PageRequest { page: 0, size: 50 })
         .await
         .unwrap();
-    assert_eq!(page.total_elements, 2);
+    assert_eq!(page.total, 2);
 
     // A failed row insert rolls the claim back, so the fire can still be recorded later.
     let fire2 = fire + Duration::minutes(1);
     let claim2 = FireClaim {
+        claimed_at: Utc::now(),
         fire_time: fire2,
         ..claim.clone()
     };
@@ -209,6 +225,7 @@ async fn batched_fires_are_independent(backend: Backend) {
     let (_db, s) = open(backend).await;
     let fire = Utc.with_ymd_and_hms(2024, 5, 1, 2, 0, 0).unwrap();
     let claim = |job: &str, by: &str| FireClaim {
+        claimed_at: Utc::now(),
         job_name: job.into(),
         fire_time: fire,
         scheduler_instance: by.into(),
@@ -225,7 +242,7 @@ async fn batched_fires_are_independent(backend: Backend) {
         (claim("b", "me:1"), vec![row("b", fire, 0, 9)]),
         (claim("c", "me:1"), vec![row("c", fire, 0, 9)]),
     ];
-    let outcomes = s.record_cron_fires(&batch).await.unwrap();
+    let outcomes = s.record_fires(&records(&batch)).await.unwrap();
     let kinds: Vec<Option<usize>> = outcomes
         .iter()
         .map(|o| match o {
@@ -236,12 +253,8 @@ async fn batched_fires_are_independent(backend: Backend) {
     assert_eq!(kinds, [Some(2), None, Some(1)]);
     let page =
         |job: &'static str| s.list_executions(job, None, store::PageRequest { page: 0, size: 10 });
-    assert_eq!(page("a").await.unwrap().total_elements, 2);
-    assert_eq!(
-        page("b").await.unwrap().total_elements,
-        1,
-        "the loser wrote nothing"
-    );
+    assert_eq!(page("a").await.unwrap().total, 2);
+    assert_eq!(page("b").await.unwrap().total, 1, "the loser wrote nothing");
     let FireOutcome::Recorded(a_rows) = &outcomes[0] else {
         unreachable!()
     };
@@ -262,6 +275,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
         .map(|i| {
             let job = format!("job-{i:03}");
             let claim = FireClaim {
+                claimed_at: Utc::now(),
                 job_name: job.clone(),
                 fire_time: fire,
                 scheduler_instance: "me:1".into(),
@@ -269,7 +283,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
             (claim, vec![row(&job, fire, 0, 4), row(&job, fire, 5, 9)])
         })
         .collect();
-    let outcomes = s.record_cron_fires(&batch).await.unwrap();
+    let outcomes = s.record_fires(&records(&batch)).await.unwrap();
     let mut recorded = Vec::new();
     for ((claim, rows), outcome) in batch.iter().zip(&outcomes) {
         let FireOutcome::Recorded(got) = outcome else {
@@ -292,7 +306,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
         );
     }
     // The same fires again: all of them are claimed already, none is written twice.
-    let again = s.record_cron_fires(&batch).await.unwrap();
+    let again = s.record_fires(&records(&batch)).await.unwrap();
     assert!(again.iter().all(|o| matches!(o, FireOutcome::AlreadyFired)));
 
     // Results in one batch: each answer is its own compare-and-set.
@@ -302,7 +316,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
         .transitions(&[(traces[0].clone(), start()), (traces[1].clone(), start())])
         .await
         .unwrap();
-    assert_eq!(started, [Applied::Yes(None), Applied::Yes(None)]);
+    assert_eq!(started, [Applied::yes(), Applied::yes()]);
     let done = |to| {
         let mut t = Transition::to(&[ExecutionStatus::Running], to);
         t.finish_time = Some(Utc::now());
@@ -337,6 +351,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
         .map(|i| {
             let at = start + Duration::seconds(i);
             let claim = FireClaim {
+                claimed_at: Utc::now(),
                 job_name: "many".into(),
                 fire_time: at,
                 scheduler_instance: "me:1".into(),
@@ -344,7 +359,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
             (claim, vec![row("many", at, 0, 9)])
         })
         .collect();
-    s.record_cron_fires(&many).await.unwrap();
+    s.record_fires(&records(&many)).await.unwrap();
     assert_eq!(
         s.purge_fire_claims(start + Duration::seconds(5500))
             .await
@@ -375,29 +390,19 @@ async fn execution_search_counts_up_to_the_cap(backend: Backend) {
     let all = store::ExecutionFilter::default();
     let first = store::PageRequest { page: 0, size: 2 };
     let page = s.search_executions(&all, first, 3).await.unwrap();
-    assert_eq!(
-        (
-            page.total_elements,
-            page.total_pages,
-            page.total_elements_capped
-        ),
-        (3, 2, Some(true))
-    );
-    assert_eq!(page.content[0].trace_id, rows[4].trace_id);
+    assert_eq!((page.total, page.capped), (3, true));
+    assert_eq!(page.items[0].trace_id, rows[4].trace_id);
     // Paging goes on past the counted window.
     let last = store::PageRequest { page: 2, size: 2 };
     let page = s.search_executions(&all, last, 3).await.unwrap();
-    assert_eq!(page.content.len(), 1);
-    assert_eq!(page.content[0].trace_id, rows[0].trace_id);
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.items[0].trace_id, rows[0].trace_id);
     let page = s.search_executions(&all, first, 6).await.unwrap();
-    assert_eq!((page.total_elements, page.total_elements_capped), (5, None));
+    assert_eq!((page.total, page.capped), (5, false));
     let page = s.search_executions(&all, first, 5).await.unwrap();
-    assert_eq!((page.total_elements, page.total_elements_capped), (5, None));
+    assert_eq!((page.total, page.capped), (5, false));
     let page = s.search_executions(&all, first, 4).await.unwrap();
-    assert_eq!(
-        (page.total_elements, page.total_elements_capped),
-        (4, Some(true))
-    );
+    assert_eq!((page.total, page.capped), (4, true));
 }
 
 /// The dispatch lease: a guarded transition applies only while the row still names its
@@ -474,7 +479,10 @@ async fn a_failure_and_its_retry_are_written_together(backend: Backend) {
         ])
         .await
         .unwrap();
-    let Applied::Yes(Some(retry)) = &batch[0] else {
+    let Some(retry) = (match &batch[0] {
+        Applied::Yes(f) => f.retry.as_ref(),
+        Applied::No => None,
+    }) else {
         panic!("the failure applies with its retry: {batch:?}")
     };
     assert_eq!(
@@ -488,7 +496,10 @@ async fn a_failure_and_its_retry_are_written_together(backend: Backend) {
     );
     assert_eq!(retry.parent_trace_id.as_deref(), Some(a.trace_id.as_str()));
     let alone = s.transition(&b.trace_id, &fail(&b)).await.unwrap();
-    let Applied::Yes(Some(retry_b)) = alone else {
+    let Some(retry_b) = (match &alone {
+        Applied::Yes(f) => f.retry.clone(),
+        Applied::No => None,
+    }) else {
         panic!("a single failure applies with its retry: {alone:?}")
     };
     assert_eq!(retry_b.retry_count, 1);
@@ -496,7 +507,7 @@ async fn a_failure_and_its_retry_are_written_together(backend: Backend) {
         .list_executions("a", None, store::PageRequest { page: 0, size: 10 })
         .await
         .unwrap();
-    assert_eq!(history.total_elements, 2, "one failure, one retry");
+    assert_eq!(history.total, 2, "one failure, one retry");
 }
 
 /// Compensation reads stale rows in keyset pages: every row once, oldest first.
@@ -522,6 +533,7 @@ async fn stale_rows_are_paged_by_key(backend: Backend) {
             .pending_before(base + Duration::hours(1), cursor, 2)
             .await
             .unwrap();
+        let page: Vec<Execution> = page.into_iter().map(Result::unwrap).collect();
         let Some(last) = page.last() else { break };
         cursor = Some((last.due_time, last.id));
         seen.extend(page.into_iter().map(|e| e.job_name));

@@ -58,7 +58,7 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use ledger::KEEP_FINISHED;
+pub use ledger::{KEEP_FINISHED, KEEP_FINISHED_AT_MOST, KEEP_FINISHED_FOR, Keep};
 pub use protocol::{
     DataRange, ExecutionState, ExecutorRequest, FinalStatus, JobResult, StatusAnswer,
 };
@@ -195,12 +195,16 @@ impl JobExecutor {
     }
 
     fn build(secret: Option<Vec<u8>>) -> Self {
+        let started_at = Utc::now();
         Self {
             secret: secret.map(Arc::new),
             path_prefix: "/internal/job".into(),
             handlers: HashMap::new(),
-            ledger: Arc::new(Mutex::new(ledger::Ledger::new(KEEP_FINISHED))),
-            started_at: Utc::now(),
+            ledger: Arc::new(Mutex::new(ledger::Ledger::new(
+                Keep::default(),
+                started_at,
+            ))),
+            started_at,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()
@@ -215,11 +219,12 @@ impl JobExecutor {
         self
     }
 
-    /// How many finished executions are remembered for status questions and repeated calls
-    /// (default [`KEEP_FINISHED`]); the oldest-finished are forgotten first. Running ones are
-    /// always remembered.
-    pub fn keep_finished(mut self, count: usize) -> Self {
-        self.ledger = Arc::new(Mutex::new(ledger::Ledger::new(count)));
+    /// How long and how many finished executions are remembered for status questions and
+    /// repeated calls (default [`Keep::default`]: at least [`KEEP_FINISHED`] and at least those
+    /// of the last [`KEEP_FINISHED_FOR`], at most [`KEEP_FINISHED_AT_MOST`]); the
+    /// oldest-finished are forgotten first. Running ones are always remembered.
+    pub fn keep_finished(mut self, keep: Keep) -> Self {
+        self.ledger = Arc::new(Mutex::new(ledger::Ledger::new(keep, self.started_at)));
         self
     }
 

@@ -190,8 +190,13 @@ pub struct StatusAnswer {
     pub message: Option<String>,
     /// When this executor process started: an `UNKNOWN` answer whose `startedAt` is later
     /// than the call means the executor restarted since (and may have run it); earlier means
-    /// it never had the call.
+    /// it never had the call, provided it remembers that far back (`rememberedSince`).
     pub started_at: DateTime<Utc>,
+    /// Every execution that finished at or after this moment is still remembered. An
+    /// `UNKNOWN` answer about a call made before it means the executor may have run it and
+    /// forgotten. Absent from executors that never forget or do not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remembered_since: Option<DateTime<Utc>>,
 }
 
 /// Where the status of `trace_id` is asked: `{prefix}/status/{traceId}`.
@@ -326,9 +331,11 @@ pub enum ExecutorStatus {
     /// Still running (for a cancel answer: not stopped yet).
     Running,
     Finished(FinalStatus, Option<String>),
-    /// The executor does not know it; compare `started_at` with the time of the call.
+    /// The executor does not know it; compare `started_at` (and `remembered_since`) with the
+    /// time of the call.
     Unknown {
         started_at: DateTime<Utc>,
+        remembered_since: Option<DateTime<Utc>>,
     },
 }
 
@@ -350,6 +357,7 @@ pub fn parse_status_answer(status_code: u16, body: &str) -> Result<ExecutorStatu
     match (status_code, answer.status) {
         (_, ExecutionState::Unknown) => Ok(ExecutorStatus::Unknown {
             started_at: answer.started_at,
+            remembered_since: answer.remembered_since,
         }),
         (404, other) => Err(format!("HTTP 404 with status {other:?}")),
         (_, ExecutionState::Running) => Ok(ExecutorStatus::Running),
@@ -631,7 +639,10 @@ mod tests {
         }
         assert_eq!(
             parse_status_answer(404, &body("UNKNOWN", None)),
-            Ok(ExecutorStatus::Unknown { started_at: at })
+            Ok(ExecutorStatus::Unknown {
+                started_at: at,
+                remembered_since: None
+            })
         );
         // Nothing is learnt about the execution from these.
         assert!(parse_status_answer(404, "").is_err());
@@ -646,6 +657,7 @@ mod tests {
             status: ExecutionState::Cancelled,
             message: None,
             started_at: at,
+            remembered_since: None,
         };
         assert_eq!(
             serde_json::to_value(&answer).unwrap(),

@@ -61,7 +61,9 @@ impl JobExecutor {
     }
 
     fn status_answer(&self, trace_id: &str) -> (StatusCode, StatusAnswer) {
-        let state = self.ledger.lock().expect("ledger lock").state(trace_id);
+        let ledger = self.ledger.lock().expect("ledger lock");
+        let (state, remembered_since) = (ledger.state(trace_id), ledger.remembered_since());
+        drop(ledger);
         let (code, (status, message)) = match state {
             Some(s) => (StatusCode::OK, s),
             None => (StatusCode::NOT_FOUND, (ExecutionState::Unknown, None)),
@@ -73,6 +75,7 @@ impl JobExecutor {
                 status,
                 message,
                 started_at: self.started_at,
+                remembered_since: Some(remembered_since),
             },
         )
     }
@@ -231,7 +234,7 @@ impl Run {
             .ledger
             .lock()
             .expect("ledger lock")
-            .finish(&trace_id, result);
+            .finish(&trace_id, result, Utc::now());
         let _ = done.send(true);
         let result = recorded.result;
         span.in_scope(|| tracing::info!(status = result.final_status().as_str(), "job finished"));
@@ -309,7 +312,11 @@ pub(crate) async fn cancel(
         tracing::warn!(trace_id, why, "cancel request refused");
         return reply(StatusCode::UNAUTHORIZED, JobResult::failure(why));
     }
-    let cancellation = ex.ledger.lock().expect("ledger lock").cancel(&trace_id);
+    let cancellation = ex
+        .ledger
+        .lock()
+        .expect("ledger lock")
+        .cancel(&trace_id, Utc::now());
     if let Cancellation::Stopping(mut done) = cancellation {
         tracing::info!(trace_id, "cancelling");
         // Answered once the handler has stopped (or finished first), or RUNNING if it does

@@ -158,6 +158,8 @@ async fn synchronous_executions_are_remembered_and_never_run_twice() {
     assert_eq!(code, 404);
     assert_eq!(unknown["traceId"], "t-sync");
     assert_eq!(unknown["status"], "UNKNOWN");
+    // Nothing forgotten yet: every execution since the start is remembered.
+    assert_eq!(unknown["rememberedSince"], unknown["startedAt"]);
     let started = started_at(&unknown);
     assert!(started >= before - chrono::Duration::seconds(1) && started <= Utc::now());
 
@@ -178,7 +180,8 @@ async fn synchronous_executions_are_remembered_and_never_run_twice() {
         status(&router, "t-sync").await,
         (
             200,
-            json!({"traceId": "t-sync", "status": "RUNNING", "startedAt": unknown["startedAt"]})
+            json!({"traceId": "t-sync", "status": "RUNNING", "startedAt": unknown["startedAt"],
+                "rememberedSince": unknown["startedAt"]})
         )
     );
     // Repeated while running: accepted, not run again.
@@ -204,7 +207,7 @@ async fn synchronous_executions_are_remembered_and_never_run_twice() {
         (
             200,
             json!({"traceId": "t-sync", "status": "SUCCESS", "message": "done t-sync",
-                "startedAt": unknown["startedAt"]})
+                "startedAt": unknown["startedAt"], "rememberedSince": unknown["startedAt"]})
         )
     );
 }
@@ -218,8 +221,14 @@ async fn cancelling_a_synchronous_call_stops_it_and_answers_the_caller() {
             JobResult::success("quick")
         })
         .router();
-    let (code, body) = cancel(&router, "t-never").await;
-    assert_eq!((code, &body["status"]), (404, &json!("UNKNOWN")));
+    // A cancel that overtakes its call: remembered, and the call never runs.
+    let (code, body) = cancel(&router, "t-early").await;
+    assert_eq!((code, &body["status"]), (200, &json!("CANCELLED")));
+    assert_eq!(
+        call(&router, &request("gated", "t-early", 60, "x")).await,
+        (200, json!({"success": false, "status": "CANCELLED"}))
+    );
+    assert_eq!(probe.started.load(Ordering::SeqCst), 0);
 
     let caller = tokio::spawn({
         let router = router.clone();
@@ -255,7 +264,11 @@ async fn cancelling_a_synchronous_call_stops_it_and_answers_the_caller() {
 async fn finished_executions_are_forgotten_oldest_first_running_never() {
     let probe = Arc::<Probe>::default();
     let router = JobExecutor::without_signatures()
-        .keep_finished(2)
+        .keep_finished(jobflow_executor::Keep {
+            at_least: 2,
+            for_at_least: Duration::ZERO,
+            at_most: 1_000,
+        })
         .handler("gated", gated(&probe))
         .handler("quick", |ctx: JobContext| async move {
             JobResult::success(ctx.trace_id)
@@ -530,9 +543,15 @@ async fn status_and_cancel_requests_must_be_signed() {
         );
         assert_eq!(code(crossed).await, 401, "{method} signed for another path");
         let resp = signed(method, path, SECRET, now).send().await.unwrap();
-        assert_eq!(resp.status(), 404, "{method} signed");
+        // A status answer for an unknown execution is 404 UNKNOWN; a cancel of one is
+        // remembered (200 CANCELLED).
+        let (want_code, want_status) = match method {
+            "GET" => (404, "UNKNOWN"),
+            _ => (200, "CANCELLED"),
+        };
+        assert_eq!(resp.status(), want_code, "{method} signed");
         let body: Value = resp.json().await.unwrap();
-        assert_eq!(body["status"], "UNKNOWN");
+        assert_eq!(body["status"], want_status);
     }
 }
 

@@ -207,7 +207,9 @@ async fn background_handlers_answer_202_then_report_signed() {
             .unwrap();
         let mut body: Value = resp.json().await.unwrap();
         assert!(body["startedAt"].is_string());
+        assert!(body["rememberedSince"].is_string());
         body.as_object_mut().unwrap().remove("startedAt");
+        body.as_object_mut().unwrap().remove("rememberedSince");
         body
     };
     assert_eq!(

@@ -1,4 +1,4 @@
-//! History retention (SPEC §13 `[retention]`): executions older than `execution_days`, and
+//! History retention (`[retention]`): executions older than `execution_days`, and
 //! those of a job beyond its newest `max_executions_per_job`, are deleted by the compensation
 //! leader (the first instance of the sorted list, so one instance purges at a time), in
 //! chunks of `chunk_size` rows along an index so no statement holds many locks or much undo,
@@ -18,9 +18,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::config::RetentionSettings;
 use crate::discovery::Discovery;
 use crate::engine::ClusterState;
@@ -34,6 +34,7 @@ pub struct Purged {
 }
 
 pub struct Retention {
+    clock: Clock,
     settings: RetentionSettings,
     store: Arc<dyn Store>,
     discovery: Arc<dyn Discovery>,
@@ -42,12 +43,14 @@ pub struct Retention {
 
 impl Retention {
     pub fn new(
+        clock: Clock,
         settings: RetentionSettings,
         store: Arc<dyn Store>,
         discovery: Arc<dyn Discovery>,
         cluster: Arc<ClusterState>,
     ) -> Self {
         Self {
+            clock,
             settings,
             store,
             discovery,
@@ -97,7 +100,8 @@ impl Retention {
         };
         let mut purged = Purged::default();
         if self.settings.execution_days > 0 {
-            let cutoff = Utc::now() - chrono::Duration::days(self.settings.execution_days.into());
+            let cutoff =
+                self.clock.now() - chrono::Duration::days(self.settings.execution_days.into());
             purged.by_age = self
                 .store
                 .purge_executions_before(cutoff, pace("age"))

@@ -1,5 +1,5 @@
-//! Compensation (SPEC §7), run only by the first instance of the sorted scheduler list, so a
-//! dead instance's half-done work is finished by exactly one survivor. Two cadences:
+//! Compensation, run only by the first instance of the sorted scheduler list, so a dead
+//! instance's half-done work is finished by exactly one survivor. Two cadences:
 //! - every `compensation.recovery_interval_millis` (seconds, not minutes): PENDING rows whose
 //!   holder's lease ran out (`pending_grace_seconds` past their due time: the scheduler died
 //!   or stalled before calling) or whose holder left the list half a lease past their due
@@ -14,25 +14,27 @@
 //! a full lease (plus the writer's longest retry delay) after the database answers.
 //!
 //! Rows are read in keyset pages along their status index, and each is decided by
-//! [`Dispatcher::recover_pending`] / [`Dispatcher::recover_running`] (which ask the executor
-//! first), at most `PROBES` at a time. A pass ends before the next begins, so no row is
-//! resumed twice, and rows are resumed only while the backlog has room: the rest wait for the
-//! next pass. Every change is compare-and-set, so a late result and the compensator never
-//! both win.
+//! [`Recovery`] (which asks the executor first), at most `PROBES` at a time. A row that does
+//! not read (a status a newer version wrote, a damaged value) is reported and passed over: it
+//! never stops the sweep. A pass ends before the next begins, so no row is resumed twice,
+//! and rows are resumed only while the backlog has room: the rest wait for the next pass.
+//! Every change is compare-and-set, so a late result and the compensator never both win.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::recovery::{Recovered, Recovery};
+use crate::clock::Clock;
 use crate::config::CompensationSettings;
 use crate::discovery::Discovery;
-use crate::dispatch::{Dispatcher, Recovery};
+use crate::dispatch::Dispatcher;
 use crate::engine::ClusterState;
-use crate::store::{Cursor, Store, StoreError};
+use crate::jobs::Execution;
+use crate::store::{Cursor, Store, StoreError, Swept};
 
 /// Rows read per page.
 const PAGE: u32 = 500;
@@ -49,21 +51,23 @@ pub struct Pass {
 }
 
 impl Pass {
-    fn count(&mut self, r: Recovery) {
+    fn count(&mut self, r: Recovered) {
         match r {
-            Recovery::Resumed => self.resumed += 1,
-            Recovery::Adopted => self.adopted += 1,
-            Recovery::Settled => self.settled += 1,
-            Recovery::Left => self.still_running += 1,
-            Recovery::Raced => {}
+            Recovered::Resumed => self.resumed += 1,
+            Recovered::Adopted => self.adopted += 1,
+            Recovered::Settled => self.settled += 1,
+            Recovered::Left => self.still_running += 1,
+            Recovered::Raced => {}
         }
     }
 }
 
 pub struct Compensator {
+    clock: Clock,
     store: Arc<dyn Store>,
     discovery: Arc<dyn Discovery>,
     dispatcher: Arc<Dispatcher>,
+    recovery: Arc<Recovery>,
     cluster: Arc<ClusterState>,
     settings: CompensationSettings,
     fire_claim_retention: chrono::Duration,
@@ -82,6 +86,7 @@ impl Compensator {
     pub fn new(
         settings: CompensationSettings,
         misfire_threshold_seconds: u64,
+        clock: Clock,
         store: Arc<dyn Store>,
         discovery: Arc<dyn Discovery>,
         dispatcher: Arc<Dispatcher>,
@@ -90,10 +95,19 @@ impl Compensator {
         // Fire claims must outlive the misfire window, or a gained job could fire twice.
         let retention =
             chrono::Duration::seconds((misfire_threshold_seconds * 2).max(86_400) as i64);
+        let recovery = Arc::new(Recovery {
+            clock,
+            store: store.clone(),
+            attempts: dispatcher.attempts().clone(),
+            launcher: dispatcher.launcher().clone(),
+            stuck_after: chrono::Duration::seconds(settings.stuck_after_seconds.get() as i64),
+        });
         Self {
+            clock,
             store,
             discovery,
             dispatcher,
+            recovery,
             cluster,
             settings,
             fire_claim_retention: retention,
@@ -161,7 +175,7 @@ impl Compensator {
                 next_purge = tokio::time::Instant::now() + Duration::from_secs(3600);
                 match self
                     .store
-                    .purge_fire_claims(Utc::now() - self.fire_claim_retention)
+                    .purge_fire_claims(self.clock.now() - self.fire_claim_retention)
                     .await
                 {
                     Ok(n) if n > 0 => tracing::info!(purged = n, "old fire claims purged"),
@@ -194,7 +208,7 @@ impl Compensator {
     /// fire claimed ahead by an instance killed inside the window is called half a lease after
     /// its instant.
     async fn pending_expired(&self, pass: &mut Pass) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = self.clock.now();
         let lease = chrono::Duration::seconds(self.settings.pending_grace_seconds as i64);
         let expired = now - lease;
         let members: HashSet<String> = self.cluster.ring().instances().iter().cloned().collect();
@@ -206,9 +220,9 @@ impl Compensator {
                 .pending_before(now - lease / 2, cursor, PAGE)
                 .await?;
             let Some(last) = page.last() else { break };
-            cursor = Some((last.due_time, last.id));
+            cursor = Some(position(last, |e| e.due_time));
             let full = page.len() == PAGE as usize;
-            for exec in page {
+            for exec in page.into_iter().filter_map(Result::ok) {
                 let still_held = exec.due_time > expired
                     && exec
                         .scheduler_instance
@@ -219,15 +233,15 @@ impl Compensator {
                 }
                 // Resumed rows need a backlog place; without room the rest wait for the next
                 // pass rather than piling up as waiting tasks.
-                let Some(hold) = self.dispatcher.try_reserve(1).pop() else {
+                let Some(hold) = self.dispatcher.reserve(1).pop() else {
                     drain(&mut probes, pass).await;
                     return Ok(());
                 };
                 while probes.len() >= PROBES {
                     next(&mut probes, pass).await;
                 }
-                let d = self.dispatcher.clone();
-                probes.spawn(async move { d.recover_pending(exec, hold).await });
+                let r = self.recovery.clone();
+                probes.spawn(async move { r.pending(exec, Some(Arc::new(hold))).await });
             }
             if !full {
                 break;
@@ -238,9 +252,8 @@ impl Compensator {
     }
 
     async fn running(&self, sweep: Sweep, pass: &mut Pass) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = self.clock.now();
         let grace = chrono::Duration::seconds(self.settings.pending_grace_seconds as i64);
-        let stuck_after = chrono::Duration::seconds(self.settings.stuck_after_seconds.get() as i64);
         let members: HashSet<String> = self.cluster.ring().instances().iter().cloned().collect();
         let mut timeouts = std::collections::HashMap::new();
         let mut cursor: Cursor = None;
@@ -248,9 +261,9 @@ impl Compensator {
         loop {
             let page = self.store.running_before(now - grace, cursor, PAGE).await?;
             let Some(last) = page.last() else { break };
-            cursor = Some((last.trigger_time, last.id));
+            cursor = Some(position(last, |e| e.trigger_time));
             let full = page.len() == PAGE as usize;
-            for exec in page {
+            for exec in page.into_iter().filter_map(Result::ok) {
                 let timeout = match timeouts.get(&exec.job_name) {
                     Some(t) => *t,
                     None => {
@@ -283,11 +296,9 @@ impl Compensator {
                 while probes.len() >= PROBES {
                     next(&mut probes, pass).await;
                 }
-                let hold = self.dispatcher.try_reserve(1).pop();
-                let d = self.dispatcher.clone();
-                probes.spawn(
-                    async move { d.recover_running(exec, overdue, stuck_after, hold).await },
-                );
+                let hold = self.dispatcher.reserve(1).pop().map(Arc::new);
+                let r = self.recovery.clone();
+                probes.spawn(async move { r.running(exec, overdue, hold).await });
             }
             if !full {
                 break;
@@ -298,7 +309,18 @@ impl Compensator {
     }
 }
 
-type Probe = Result<Recovery, StoreError>;
+/// Where a sweep goes on after `row`: its sort key (`key` of a readable row) and id.
+fn position(
+    row: &Swept,
+    key: impl Fn(&Execution) -> chrono::DateTime<chrono::Utc>,
+) -> (chrono::DateTime<chrono::Utc>, i64) {
+    match row {
+        Ok(e) => (key(e), e.id),
+        Err(u) => (u.key, u.id),
+    }
+}
+
+type Probe = Result<Recovered, StoreError>;
 
 async fn next(probes: &mut JoinSet<Probe>, pass: &mut Pass) {
     match probes.join_next().await {

@@ -1,0 +1,423 @@
+//! Launching recorded fires: at their instant for cron fires recorded ahead (from the
+//! [`WaitingRoom`]), at once for everything else (manual runs, children). Three things happen
+//! between the instant and the calls:
+//!
+//! 1. **The definition is still current.** A cron fire was planned under the definition the
+//!    engine had when it handed the fire out. The launcher reads the job revision counter
+//!    (one row): when it has moved past what the engine knows, the names of the jobs changed
+//!    since are read too. A fire whose job was edited, disabled or deleted meanwhile (the
+//!    engine's book or the database says so) is withdrawn, its claim and rows deleted, and
+//!    the engine owes its instant again under the job's current definition. So no call of an
+//!    old definition is made for an instant after the API answered the edit.
+//! 2. **Guarded fires are admitted.** Fires of SKIP and COVER jobs are admitted together, in
+//!    one transaction per instant (see [`FireStore::admit`](crate::store::FireStore::admit)),
+//!    which locks their jobs' rows and decides each fire against its job's open runs: SKIPPED,
+//!    or RUNNING after cancelling the covered runs. A covered run still going at its executor
+//!    is asked to stop, and the new fire's calls wait until it has (at most the new job's
+//!    timeout; then the new fire is recorded SKIPPED): COVER never runs two at once.
+//! 3. **The attempts start**, one per row.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{Notify, mpsc};
+
+use super::admission::Hold;
+use super::attempt::{Attempt, Attempts, Earned, Start};
+use super::client::Probe;
+use super::tasks::Tasks;
+use super::verdict::{Verdict, record_final};
+use super::waiting::{WaitingFire, WaitingRoom};
+use crate::clock::Clock;
+use crate::jobs::{Execution, ExecutionStatus, JobBook, JobDefinition, OverlapPolicy, TriggerType};
+use crate::store::{Admitted, GuardedFire, Store, Withdrawal};
+
+/// How long the definition check at an instant may wait for the database before the fires
+/// are launched as claimed: while the database does not answer, no edit can be answered
+/// either, and the calls are not held back by a slow read.
+const CHECK_WAIT: Duration = Duration::from_secs(1);
+
+/// An instant owed again to a job: its fire from `from` on could not be recorded, or was
+/// withdrawn before its call. The engine applies the misfire rules to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owed {
+    pub job: String,
+    pub from: DateTime<Utc>,
+}
+
+/// A fire recorded and ready to be launched: cron fires from the waiting room, manual runs,
+/// children.
+pub struct Ready {
+    pub job: Arc<JobDefinition>,
+    pub rows: Vec<Execution>,
+    pub hold: Hold,
+    /// The cron instant it was claimed for (`None` for other fires).
+    pub claimed: Option<DateTime<Utc>>,
+}
+
+pub struct Launcher {
+    pub clock: Clock,
+    pub store: Arc<dyn Store>,
+    pub book: Arc<JobBook>,
+    pub waiting: Arc<WaitingRoom>,
+    pub attempts: Arc<Attempts>,
+    pub tasks: Arc<Tasks>,
+    pub owed: mpsc::UnboundedSender<Owed>,
+    /// Wakes the engine to reload jobs (a definition changed that it does not know yet).
+    pub reload: Arc<Notify>,
+}
+
+impl Launcher {
+    /// Launches the waiting room's fires at their instants, and the children verdicts earn,
+    /// until shutdown; fires claimed for instants after the drain deadline stay PENDING for
+    /// compensation.
+    pub async fn run(self: Arc<Self>, mut children: mpsc::UnboundedReceiver<Earned>) {
+        loop {
+            if self.tasks.is_stopping() {
+                let deadline = self.tasks.deadline().unwrap_or_else(|| self.clock.now());
+                let left = self.waiting.take_after(deadline);
+                if !left.is_empty() {
+                    tracing::info!(
+                        fires = left.len(),
+                        "shutting down: fires claimed ahead beyond the grace period stay PENDING; compensation dispatches them after their lease"
+                    );
+                }
+                if self.waiting.is_empty() {
+                    return;
+                }
+            }
+            let next = self.waiting.next();
+            tokio::select! {
+                _ = self.clock.sleep_until(next.unwrap_or_default()), if next.is_some() => {}
+                _ = self.waiting.changed.notified() => {}
+                Some((rows, hold)) = children.recv() => self.launch_children(rows, hold).await,
+                _ = self.tasks.stopping(), if !self.tasks.is_stopping() => {}
+            }
+            let due = self.waiting.take_due(self.clock.now());
+            if !due.is_empty() {
+                self.launch_claimed(due).await;
+            }
+        }
+    }
+
+    /// Launches cron fires at their instant.
+    async fn launch_claimed(&self, due: Vec<WaitingFire>) {
+        let stale = self.changed_since_handed_out(&due).await;
+        let mut ready = Vec::with_capacity(due.len());
+        let mut withdrawn = Vec::new();
+        for fire in due {
+            let rows = fire.rows.unwrap_or_default();
+            if stale.contains(fire.job.name().as_str()) || !self.is_current(&fire.job) {
+                withdrawn.push((fire.job, fire.fire_time, rows));
+            } else {
+                ready.push(Ready {
+                    job: fire.job,
+                    rows,
+                    hold: fire.hold,
+                    claimed: Some(fire.fire_time),
+                });
+            }
+        }
+        self.withdraw(withdrawn);
+        self.launch(ready).await;
+    }
+
+    /// Launches recorded fires now (manual runs, children, rows recovered by compensation).
+    pub async fn launch(&self, fires: Vec<Ready>) {
+        let fires: Vec<Ready> = fires
+            .into_iter()
+            .filter_map(|f| self.unplanned(f))
+            .collect();
+        let (guarded, plain): (Vec<Ready>, Vec<Ready>) = fires
+            .into_iter()
+            .partition(|f| f.job.spec.overlap_policy != OverlapPolicy::Allow);
+        for fire in plain {
+            let start = match fire.claimed {
+                Some(_) => Start::Claimed,
+                None => Start::Take,
+            };
+            self.start(&fire.job, fire.rows, start, &fire.hold);
+        }
+        if !guarded.is_empty() {
+            self.admit(guarded).await;
+        }
+    }
+
+    /// Takes out of `fire` the rows of a fire that found no executor: the FAILED row, which is
+    /// alerted and counted, and the retry recorded with it, which starts here. `None` when
+    /// nothing else is left.
+    fn unplanned(&self, mut fire: Ready) -> Option<Ready> {
+        let (failed, rows): (Vec<Execution>, Vec<Execution>) = fire
+            .rows
+            .into_iter()
+            .partition(|r| r.status == ExecutionStatus::Failed || r.retry_count > 0);
+        for row in failed {
+            if row.status == ExecutionStatus::Failed {
+                tracing::warn!(job_name = %row.job_name, trace_id = %row.trace_id, "no executor instance available; recorded FAILED");
+                record_final(&row, ExecutionStatus::Failed, None);
+                self.attempts.outcomes.alerts.no_executor(&fire.job, &row);
+                self.attempts
+                    .outcomes
+                    .alerts
+                    .execution_final(&fire.job, &row);
+            } else {
+                self.start(&fire.job, vec![row], Start::Take, &fire.hold);
+            }
+        }
+        fire.rows = rows;
+        (!fire.rows.is_empty()).then_some(fire)
+    }
+
+    async fn launch_children(&self, rows: Vec<Execution>, hold: Hold) {
+        let mut fires: Vec<Ready> = Vec::new();
+        for row in rows {
+            match fires
+                .iter_mut()
+                .find(|f| f.job.name().as_str() == row.job_name)
+            {
+                Some(f) => f.rows.push(row),
+                None => {
+                    // A child deleted meanwhile, or unreadable now: compensation settles its
+                    // rows after their lease.
+                    if let Ok(Some(job)) = self.store.get_job(&row.job_name).await {
+                        fires.push(Ready {
+                            job: Arc::new(job),
+                            rows: vec![row],
+                            hold: hold.clone(),
+                            claimed: None,
+                        });
+                    }
+                }
+            }
+        }
+        self.launch(fires).await;
+    }
+
+    fn start(&self, job: &Arc<JobDefinition>, rows: Vec<Execution>, start: Start, hold: &Hold) {
+        for row in rows {
+            self.attempts.spawn(Attempt {
+                job: job.clone(),
+                row,
+                start,
+                hold: hold.clone(),
+            });
+        }
+    }
+
+    /// Whether `job` is the definition the engine's book has now.
+    fn is_current(&self, job: &JobDefinition) -> bool {
+        self.book
+            .get(job.name().as_str())
+            .is_some_and(|now| now.revision == job.revision)
+    }
+
+    /// The jobs among `due`'s that were changed in the database after the engine's book: the
+    /// counter is read, and only when it moved, the names changed since.
+    async fn changed_since_handed_out(&self, due: &[WaitingFire]) -> HashSet<String> {
+        let known = self.book.revision();
+        let read = async {
+            let now = self.store.job_revision().await?;
+            if now == known {
+                return Ok(None);
+            }
+            self.reload.notify_one();
+            self.store.jobs_changed_since(known).await
+        };
+        match tokio::time::timeout(CHECK_WAIT, read).await {
+            Ok(Ok(Some(names))) => {
+                let names: HashSet<String> = names.into_iter().collect();
+                due.iter()
+                    .map(|f| f.job.name().to_string())
+                    .filter(|n| names.contains(n))
+                    .collect()
+            }
+            Ok(Ok(None)) => HashSet::new(),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "job definitions not checked at the instant (database error); launched as claimed");
+                HashSet::new()
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "job definitions not checked at the instant (no answer within 1 s); launched as claimed"
+                );
+                HashSet::new()
+            }
+        }
+    }
+
+    /// Withdraws cron fires whose definition changed: their claims and rows are deleted and
+    /// their instants owed again to the engine.
+    fn withdraw(&self, fires: Vec<(Arc<JobDefinition>, DateTime<Utc>, Vec<Execution>)>) {
+        if fires.is_empty() {
+            return;
+        }
+        let me = self.attempts.outcomes.planner.me().to_string();
+        let mut withdrawals = Vec::with_capacity(fires.len());
+        for (job, at, rows) in fires {
+            let name = job.name().to_string();
+            metrics::counter!("scheduler_fires_withdrawn_total", "job_name" => name.clone())
+                .increment(1);
+            tracing::info!(job_name = %name, fire_time = %at, "fire withdrawn at its instant: the job changed since it was claimed");
+            let _ = self.owed.send(Owed {
+                job: name.clone(),
+                from: at,
+            });
+            withdrawals.push(Withdrawal {
+                instance: me.clone(),
+                job: name,
+                claimed: Some(at),
+                traces: rows.into_iter().map(|r| r.trace_id).collect(),
+            });
+        }
+        let store = self.store.clone();
+        self.tasks.spawn(async move {
+            if let Err(e) = store.withdraw_fires(&withdrawals).await {
+                tracing::warn!(error = %e, "withdrawn fires' rows not deleted; compensation settles them after their lease");
+            }
+        });
+    }
+
+    /// Admits guarded fires in one transaction and starts what it lets run.
+    async fn admit(&self, fires: Vec<Ready>) {
+        let me = self.attempts.outcomes.planner.me().to_string();
+        let guarded: Vec<GuardedFire> = fires
+            .iter()
+            .map(|f| GuardedFire {
+                job: f.job.name().to_string(),
+                revision: f.claimed.map(|_| f.job.revision),
+                policy: f.job.spec.overlap_policy,
+                rows: f.rows.clone(),
+                withdrawal: Withdrawal {
+                    instance: me.clone(),
+                    job: f.job.name().to_string(),
+                    claimed: f.claimed,
+                    traces: f.rows.iter().map(|r| r.trace_id.clone()).collect(),
+                },
+                scheduled: f
+                    .rows
+                    .first()
+                    .is_some_and(|r| r.trigger_type == TriggerType::Cron && r.retry_count == 0),
+                start: f.claimed.is_some(),
+            })
+            .collect();
+        let now = self.clock.now();
+        let admitted = match self.store.admit(&guarded, now).await {
+            Ok(admitted) => admitted,
+            Err(e) => {
+                tracing::error!(fires = fires.len(), error = %e, "guarded fires not admitted; their rows stay PENDING for compensation");
+                return;
+            }
+        };
+        for (fire, outcome) in fires.into_iter().zip(admitted) {
+            self.admitted(fire, outcome).await;
+        }
+    }
+
+    /// Starts an admitted fire. A COVER fire first stops what it covers: a cron fire in the
+    /// background (the launcher goes on with the next instants), any other before its caller
+    /// is answered.
+    pub async fn admitted(&self, fire: Ready, outcome: Admitted) {
+        let name = fire.job.name().to_string();
+        let start = match fire.claimed {
+            Some(_) => Start::Admitted,
+            None => Start::Take,
+        };
+        match outcome {
+            Admitted::Run { rows, covered } if covered.is_empty() => {
+                self.start(&fire.job, rows, start, &fire.hold);
+            }
+            Admitted::Run { rows, covered } => {
+                for c in &covered {
+                    record_final(c, ExecutionStatus::Cancelled, None);
+                }
+                let (attempts, job, hold) = (self.attempts.clone(), fire.job, fire.hold);
+                let covering = async move {
+                    cover(&attempts, &job, covered, rows, start, hold).await;
+                };
+                match fire.claimed {
+                    Some(_) => self.tasks.spawn(covering),
+                    None => covering.await,
+                }
+            }
+            Admitted::Skipped { running, .. } => {
+                metrics::counter!("scheduler_overlap_skipped_total", "job_name" => name.clone())
+                    .increment(1);
+                tracing::info!(job_name = %name, running = running.join(", "), "fire recorded SKIPPED (overlap policy)");
+            }
+            Admitted::Withdrawn => {
+                tracing::info!(job_name = %name, "fire withdrawn at admission: the job changed since it was claimed");
+                if let Some(at) = fire.claimed {
+                    let _ = self.owed.send(Owed {
+                        job: name,
+                        from: at,
+                    });
+                }
+            }
+            Admitted::Gone => {}
+        }
+    }
+}
+
+/// COVER: stops the runs `covered` cancelled for the fire whose `rows` were admitted, and
+/// starts its calls once every one has stopped. A run that does not stop within the job's
+/// timeout leaves the new fire SKIPPED, uncalled; an executor that cannot be asked (no cancel
+/// endpoint) is the documented exception, and the new fire runs beside it.
+async fn cover(
+    attempts: &Arc<Attempts>,
+    job: &Arc<JobDefinition>,
+    covered: Vec<Execution>,
+    rows: Vec<Execution>,
+    start: Start,
+    hold: Hold,
+) {
+    let bound = attempts.clock.now() + chrono::Duration::seconds(job.spec.timeout_seconds.into());
+    for run in &covered {
+        if !stopped_by(attempts, run, bound).await {
+            let why = format!(
+                "not called: the covered run {} did not stop within {}s (overlapPolicy COVER)",
+                run.trace_id, job.spec.timeout_seconds
+            );
+            for row in &rows {
+                let verdict = Verdict::new(ExecutionStatus::Skipped, why.clone());
+                let from = &[ExecutionStatus::Pending, ExecutionStatus::Running];
+                attempts
+                    .conclude(job, row, from, verdict, None, &hold)
+                    .await;
+            }
+            return;
+        }
+    }
+    for row in rows {
+        attempts.spawn(Attempt {
+            job: job.clone(),
+            row,
+            start,
+            hold: hold.clone(),
+        });
+    }
+}
+
+/// Asks `run`'s executor to stop it and waits until it has (polling its status), at most
+/// until `bound`.
+async fn stopped_by(attempts: &Attempts, run: &Execution, bound: DateTime<Utc>) -> bool {
+    let Some(mut answer) = attempts.stop(run).await else {
+        return true; // never called: nothing runs
+    };
+    loop {
+        match answer {
+            Probe::Finished { .. } | Probe::Unknown { .. } | Probe::Unsupported => return true,
+            Probe::Running | Probe::Unreachable(_) if attempts.clock.now() >= bound => {
+                return false;
+            }
+            Probe::Running | Probe::Unreachable(_) => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                answer = match attempts.status(run).await {
+                    Some((_, probe)) => probe,
+                    None => return true,
+                };
+            }
+        }
+    }
+}

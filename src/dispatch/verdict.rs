@@ -1,0 +1,260 @@
+//! What an attempt came to, and settling it: the compare-and-set of its row to the verdict,
+//! written in one transaction with what the verdict earns:
+//! - a FAILED or TIMEOUT with retries left earns its retry row (`RETRY`, or `COMPENSATION`
+//!   when compensation reached the verdict), due after the backoff;
+//! - a SUCCESS of a job with child jobs that completes its fire (every range of the fire has
+//!   a SUCCESS) earns the children's rows, once per parent fire.
+//!
+//! Both are rows in the database before anyone acts on them, so neither is lost when the
+//! instance dies right after the verdict: compensation dispatches them after their lease.
+//! The caller starts them here when it can (see `Attempts`).
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::planner::Planner;
+use super::rows::{child_rows, retry_row};
+use super::settle::Settler;
+use crate::alerts::Alerts;
+use crate::backoff::Backoff;
+use crate::clock::Clock;
+use crate::jobs::{
+    Execution, ExecutionStatus, JobDefinition, NewExecution, OverlapPolicy, TriggerType, fire_key,
+};
+use crate::store::{Applied, ChildTrigger, Follow, JobStore, Transition};
+
+use ExecutionStatus::{Failed, Success, Timeout};
+
+/// A final verdict on a row, with what the executor said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub status: ExecutionStatus,
+    pub message: Option<String>,
+    pub error: Option<String>,
+    /// The trigger type of the retry this verdict earns: RETRY, or COMPENSATION when
+    /// compensation reached the verdict.
+    pub retry_as: TriggerType,
+    /// The executor that gave it, written with it: its RUNNING (which also names it) may be
+    /// decided after the verdict when both are in concurrent batches.
+    pub executor: Option<String>,
+}
+
+impl Verdict {
+    pub fn new(status: ExecutionStatus, error: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: None,
+            error: Some(error.into()),
+            retry_as: TriggerType::Retry,
+            executor: None,
+        }
+    }
+
+    pub fn failed(error: impl Into<String>) -> Self {
+        Self::new(Failed, error)
+    }
+
+    /// What an executor told about a finished execution (its answer, a probe, a report).
+    pub fn from_probe(status: ExecutionStatus, message: Option<String>) -> Self {
+        if status == Success {
+            Self {
+                status,
+                message,
+                error: None,
+                retry_as: TriggerType::Retry,
+                executor: None,
+            }
+        } else {
+            Self::new(
+                status,
+                message.unwrap_or_else(|| format!("{status} (told by the executor)")),
+            )
+        }
+    }
+
+    /// The same verdict, given by `executor`.
+    pub fn by(self, executor: &str) -> Self {
+        Self {
+            executor: Some(executor.to_string()),
+            ..self
+        }
+    }
+
+    /// The same verdict, reached by compensation.
+    pub fn by_compensation(self) -> Self {
+        Self {
+            error: self.error.map(|e| format!("{e} (compensation)")),
+            retry_as: TriggerType::Compensation,
+            ..self
+        }
+    }
+}
+
+/// Settles verdicts: the row's compare-and-set with its retry and children (see the module
+/// documentation), and the metrics and alerts of a final status.
+pub struct Outcomes {
+    pub clock: Clock,
+    pub settler: Settler,
+    pub alerts: Arc<Alerts>,
+    pub backoff: Backoff,
+    pub planner: Arc<Planner>,
+    pub jobs: Arc<dyn JobStore>,
+}
+
+impl Outcomes {
+    /// Compare-and-set of `row` from one of `from` to `verdict`, with what it earns. `None`
+    /// when someone else decided the row first; otherwise the rows it earned, for the caller
+    /// to start. `job` is `None` for a row whose job was deleted (no retry policy is left).
+    pub async fn settle(
+        &self,
+        job: Option<&Arc<JobDefinition>>,
+        row: &Execution,
+        from: &'static [ExecutionStatus],
+        verdict: Verdict,
+        started: Option<DateTime<Utc>>,
+    ) -> Option<Follow> {
+        let now = self.clock.now();
+        let started = started.or(row.start_time);
+        let duration_ms = started.map(|s| (now - s).num_milliseconds().max(0));
+        let children = match job {
+            Some(j) if verdict.status == Success && !j.spec.child_jobs.is_empty() => {
+                self.children_of(j, row, now).await
+            }
+            _ => None,
+        };
+        let t = Transition {
+            executor_instance: verdict.executor.clone(),
+            finish_time: Some(now),
+            duration_ms,
+            result_message: verdict.message.clone(),
+            error_message: verdict.error.clone(),
+            retry: job.and_then(|j| self.retry_for(j, row, verdict.status, verdict.retry_as)),
+            lock_job: job
+                .filter(|j| locks_on_settle(j))
+                .map(|j| j.name().to_string()),
+            children,
+            ..Transition::to(from, verdict.status)
+        };
+        match self.settler.settle(&row.trace_id, t).await {
+            Ok(Applied::Yes(follow)) => {
+                self.finished(job, row, &verdict, now, duration_ms);
+                Some(follow)
+            }
+            Ok(Applied::No) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "result not written: shutting down; compensation settles it");
+                None
+            }
+        }
+    }
+
+    /// Metrics, the alert and the log line of a row that ended.
+    fn finished(
+        &self,
+        job: Option<&Arc<JobDefinition>>,
+        row: &Execution,
+        verdict: &Verdict,
+        now: DateTime<Utc>,
+        duration_ms: Option<i64>,
+    ) {
+        record_final(row, verdict.status, duration_ms);
+        let failed = matches!(verdict.status, Failed | Timeout);
+        if let Some(job) = job {
+            let ended = Execution {
+                status: verdict.status,
+                error_message: verdict.error.clone(),
+                finish_time: Some(now),
+                ..row.clone()
+            };
+            self.alerts.execution_final(job, &ended);
+            if failed && row.retry_count >= job.spec.max_retry && job.spec.max_retry > 0 {
+                tracing::warn!(retries = row.retry_count, "giving up after the last retry");
+            }
+        }
+        if failed {
+            tracing::warn!(status = %verdict.status, error = verdict.error.as_deref().unwrap_or(""), "execution failed");
+        } else {
+            tracing::debug!(status = %verdict.status, "execution finished");
+        }
+    }
+
+    /// The retry row a `status` earns under the job's retry policy, due after the backoff.
+    pub fn retry_for(
+        &self,
+        job: &JobDefinition,
+        row: &Execution,
+        status: ExecutionStatus,
+        trigger: TriggerType,
+    ) -> Option<NewExecution> {
+        if !matches!(status, Failed | Timeout) || row.retry_count >= job.spec.max_retry {
+            return None;
+        }
+        let now = self.clock.now();
+        let delay = self.backoff.delay(row.retry_count + 1);
+        let due = now + chrono::Duration::from_std(delay).unwrap_or_default();
+        Some(retry_row(row, self.planner.me(), now, due, trigger))
+    }
+
+    /// The rows of `job`'s children, planned now, to insert if `row`'s SUCCESS completes its
+    /// fire.
+    async fn children_of(
+        &self,
+        job: &JobDefinition,
+        row: &Execution,
+        now: DateTime<Utc>,
+    ) -> Option<ChildTrigger> {
+        let parent_fire = fire_key(&row.execution_id).to_string();
+        let mut rows = Vec::new();
+        for name in &job.spec.child_jobs {
+            let child = match self.jobs.get_job(name.as_str()).await {
+                Ok(Some(child)) => child,
+                Ok(None) => {
+                    tracing::warn!(child = %name, "child job does not exist any more");
+                    continue;
+                }
+                Err(e) => {
+                    // Written without this child: the fire is triggered without it. Logged as
+                    // the loss it is; the row's SUCCESS is not held back by a child's lookup.
+                    tracing::error!(child = %name, error = %e, "child job not read; not triggered");
+                    continue;
+                }
+            };
+            let planned = self
+                .planner
+                .plan(&child, now, TriggerType::Child, now, None)
+                .await;
+            rows.extend(child_rows(
+                name.as_str(),
+                &parent_fire,
+                &row.trace_id,
+                planned,
+            ));
+        }
+        Some(ChildTrigger {
+            parent_job: job.name().to_string(),
+            parent_fire,
+            rows,
+        })
+    }
+}
+
+/// Whether settling a run of `job` locks the job's row first: its guarded fires are admitted
+/// against its open runs, and its fires' completion triggers its children, under that lock.
+pub fn locks_on_settle(job: &JobDefinition) -> bool {
+    job.spec.overlap_policy != OverlapPolicy::Allow || !job.spec.child_jobs.is_empty()
+}
+
+/// The metrics of a row that ended with `status`.
+pub fn record_final(exec: &Execution, status: ExecutionStatus, duration_ms: Option<i64>) {
+    let job = exec.job_name.clone();
+    metrics::counter!("job_execution_total", "job_name" => job.clone(), "status" => status.as_str())
+        .increment(1);
+    if let Some(ms) = duration_ms {
+        metrics::histogram!("job_execution_duration_seconds", "job_name" => job.clone())
+            .record(ms as f64 / 1000.0);
+    }
+    if matches!(status, Failed | Timeout) {
+        metrics::counter!("job_execution_failures_total", "job_name" => job).increment(1);
+    }
+}

@@ -1,0 +1,507 @@
+//! [`ExecutionStore`] over SQL: execution rows, the compare-and-set transitions every state
+//! change goes through (one at a time, or group-committed), and the pages compensation sweeps.
+
+use std::collections::{BTreeSet, HashMap};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::columns::{execution, new_execution_columns};
+use super::sql::{Row, Sql, Tx};
+use super::{
+    ACTIVITY_DELAY_SAMPLE, Activity, Applied, ChildTrigger, Cursor, ExecutionFilter,
+    ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, StoreError, Swept, Transition,
+    Unreadable, fold_moves,
+};
+use crate::jobs::{Execution, ExecutionStatus, NewExecution, fire_key};
+
+#[async_trait]
+impl ExecutionStore for SqlStore {
+    async fn get_execution(&self, trace_id: &str) -> Result<Option<Execution>, StoreError> {
+        let mut q = Sql::new("SELECT * FROM job_execution WHERE trace_id = ");
+        q.bind(trace_id);
+        self.db
+            .fetch_optional(q)
+            .await?
+            .as_ref()
+            .map(execution)
+            .transpose()
+    }
+
+    async fn list_executions(
+        &self,
+        job: &str,
+        status: Option<ExecutionStatus>,
+        page: PageRequest,
+    ) -> Result<Listing<Execution>, StoreError> {
+        let filter = |q: &mut Sql| {
+            q.bind(job);
+            if let Some(s) = status {
+                q.push(" AND status = ").bind(s.as_str());
+            }
+        };
+        let mut count = Sql::new("SELECT COUNT(*) FROM job_execution WHERE job_name = ");
+        filter(&mut count);
+        let total: i64 = self.db.fetch_all(count).await?[0].at(0)?;
+        let mut q = Sql::new("SELECT * FROM job_execution WHERE job_name = ");
+        filter(&mut q);
+        q.push(" ORDER BY trigger_time DESC, id DESC LIMIT ")
+            .bind(page.size as i64)
+            .push(" OFFSET ")
+            .bind(page.offset());
+        Ok(Listing {
+            items: executions(&self.db.fetch_all(q).await?)?,
+            total,
+            capped: false,
+        })
+    }
+
+    async fn search_executions(
+        &self,
+        filter: &ExecutionFilter,
+        page: PageRequest,
+        count_cap: i64,
+    ) -> Result<Listing<Execution>, StoreError> {
+        // Counting stops at the cap: an exact count of tens of millions of rows would scan
+        // them all on every page.
+        let mut count = Sql::new("SELECT COUNT(*) FROM (SELECT 1 AS one FROM job_execution");
+        push_execution_filter(&mut count, filter);
+        count.push(" LIMIT ").bind(count_cap + 1).push(") counted");
+        let counted: i64 = self.db.fetch_all(count).await?[0].at(0)?;
+        let mut q = Sql::new("SELECT * FROM job_execution");
+        push_execution_filter(&mut q, filter);
+        q.push(" ORDER BY trigger_time DESC, id DESC LIMIT ")
+            .bind(page.size as i64)
+            .push(" OFFSET ")
+            .bind(page.offset());
+        Ok(Listing {
+            items: executions(&self.db.fetch_all(q).await?)?,
+            total: counted.min(count_cap),
+            capped: counted > count_cap,
+        })
+    }
+
+    async fn transition(&self, trace_id: &str, t: &Transition) -> Result<Applied, StoreError> {
+        if t.retry.is_none() && t.children.is_none() && t.lock_job.is_none() {
+            let changed = self.db.execute(transition_query(trace_id, t)).await? == 1;
+            return Ok(if changed { Applied::yes() } else { Applied::No });
+        }
+        let mut tx = self.db.begin().await?;
+        lock_jobs(&mut tx, t.lock_job.iter().map(String::as_str)).await?;
+        let changed = tx.execute(transition_query(trace_id, t)).await? == 1;
+        let mut applied = [if changed { Applied::yes() } else { Applied::No }];
+        let item = (trace_id.to_string(), t.clone());
+        follow_up(&mut tx, &[&item], &mut applied).await?;
+        tx.commit().await?;
+        let [a] = applied;
+        Ok(a)
+    }
+
+    async fn transitions(
+        &self,
+        batch: &[(String, Transition)],
+    ) -> Result<Vec<Applied>, StoreError> {
+        let mut tx = self.db.begin().await?;
+        lock_jobs(
+            &mut tx,
+            batch.iter().filter_map(|(_, t)| t.lock_job.as_deref()),
+        )
+        .await?;
+        // Compare: the current status of every row, locked until the commit.
+        let lock = tx.backend().lock_rows();
+        let mut current: HashMap<String, String> = HashMap::with_capacity(batch.len());
+        for chunk in batch.chunks(MULTI_ROW) {
+            let mut q = Sql::new("SELECT trace_id, status FROM job_execution WHERE trace_id IN ");
+            q.list(chunk.iter().map(|(t, _)| t.as_str())).push(lock);
+            for row in tx.fetch_all(q).await? {
+                current.insert(row.at(0)?, row.at(1)?);
+            }
+        }
+        // Decide in order, as if the transitions were applied one by one.
+        let mut applied = Vec::with_capacity(batch.len());
+        let mut winners: Vec<&(String, Transition)> = Vec::new();
+        for item @ (trace, t) in batch {
+            let wins = match current.get_mut(trace.as_str()) {
+                Some(status) if t.from.iter().any(|f| f.as_str() == status.as_str()) => {
+                    *status = t.to.as_str().to_string();
+                    true
+                }
+                _ => false,
+            };
+            applied.push(if wins { Applied::yes() } else { Applied::No });
+            if wins {
+                winners.push(item);
+            }
+        }
+        // Set: one statement for all winners, a row that moves more than once in the batch
+        // (RUNNING, then its result) with its moves folded into one.
+        let merged = fold_moves(&winners);
+        let merged: Vec<&(String, Transition)> = merged.iter().collect();
+        for chunk in merged.chunks(MULTI_ROW / 2) {
+            tx.execute(set_many(chunk)).await?;
+        }
+        let all: Vec<&(String, Transition)> = batch.iter().collect();
+        follow_up(&mut tx, &all, &mut applied).await?;
+        tx.commit().await?;
+        Ok(applied)
+    }
+
+    async fn pending_before(
+        &self,
+        due_before: DateTime<Utc>,
+        after: Cursor,
+        limit: u32,
+    ) -> Result<Vec<Swept>, StoreError> {
+        // Along (status, due_time); InnoDB appends the id to that index.
+        let mut q =
+            Sql::new("SELECT * FROM job_execution WHERE status = 'PENDING' AND due_time < ");
+        q.bind(due_before);
+        self.sweep(q, "due_time", after, limit).await
+    }
+
+    async fn running_before(
+        &self,
+        started_before: DateTime<Utc>,
+        after: Cursor,
+        limit: u32,
+    ) -> Result<Vec<Swept>, StoreError> {
+        // Along (status, trigger_time); the start is filtered on the way. A RUNNING row always
+        // has a start; one written without (an older version) counts from its due time.
+        let mut q =
+            Sql::new("SELECT * FROM job_execution WHERE status = 'RUNNING' AND (start_time < ");
+        q.bind(started_before)
+            .push(" OR (start_time IS NULL AND due_time < ")
+            .bind(started_before)
+            .push("))");
+        self.sweep(q, "trigger_time", after, limit).await
+    }
+
+    async fn fire_executions(&self, job: &str, fire: &str) -> Result<Vec<Execution>, StoreError> {
+        let mut q = Sql::new("");
+        push_fire_rows(&mut q, fire);
+        let rows = executions(&self.db.fetch_all(q).await?)?;
+        Ok(rows
+            .into_iter()
+            .filter(|e| e.job_name == job && fire_key(&e.execution_id) == fire)
+            .collect())
+    }
+
+    async fn activity_since(&self, since: DateTime<Utc>) -> Result<Activity, StoreError> {
+        // Every status is listed so the (status, trigger_time) index serves a range per
+        // status instead of a scan of the whole table.
+        let statuses = ExecutionStatus::ALL.map(|s| s.as_str());
+        let mut q = Sql::new("SELECT status, COUNT(*) FROM job_execution WHERE status IN ");
+        q.list(statuses)
+            .push(" AND trigger_time >= ")
+            .bind(since)
+            .push(" GROUP BY status");
+        let mut by_status = Vec::new();
+        for row in self.db.fetch_all(q).await? {
+            let status: String = row.at(0)?;
+            let status = status
+                .parse()
+                .map_err(|m: String| StoreError::Corrupt(format!("job_execution.status: {m}")))?;
+            by_status.push((status, row.at(1)?));
+        }
+        let mut q = Sql::new(
+            "SELECT COUNT(*) FROM (SELECT DISTINCT job_name, fire_time FROM job_execution WHERE status IN ",
+        );
+        q.list(statuses)
+            .push(" AND trigger_time >= ")
+            .bind(since)
+            .push(" AND retry_count = 0) fires");
+        let fires: i64 = self.db.fetch_all(q).await?[0].at(0)?;
+        let mut q = Sql::new("SELECT fire_time, start_time FROM job_execution WHERE status IN ");
+        q.list(statuses)
+            .push(" AND trigger_time >= ")
+            .bind(since)
+            .push(
+                " AND trigger_type = 'CRON' AND retry_count = 0 AND start_time IS NOT NULL \
+                 ORDER BY trigger_time DESC, id DESC LIMIT ",
+            )
+            .bind(ACTIVITY_DELAY_SAMPLE);
+        let cron_starts = self
+            .db
+            .fetch_all(q)
+            .await?
+            .iter()
+            .map(|r| Ok((r.at(0)?, r.at(1)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Activity {
+            fires,
+            by_status,
+            cron_starts,
+        })
+    }
+}
+
+impl SqlStore {
+    /// One keyset page of the sweep `q` ordered by `(key, id)`, after `after`. A row that does
+    /// not read is returned as [`Unreadable`], so the sweep passes over it.
+    async fn sweep(
+        &self,
+        mut q: Sql,
+        key: &'static str,
+        after: Cursor,
+        limit: u32,
+    ) -> Result<Vec<Swept>, StoreError> {
+        if let Some((t, id)) = after {
+            q.push(&format!(" AND ({key} > "))
+                .bind(t)
+                .push(&format!(" OR ({key} = "))
+                .bind(t)
+                .push(" AND id > ")
+                .bind(id)
+                .push("))");
+        }
+        q.push(&format!(" ORDER BY {key}, id LIMIT "))
+            .bind(limit as i64);
+        let rows = self.db.fetch_all(q).await?;
+        Ok(rows.iter().map(|r| swept(r, key)).collect())
+    }
+}
+
+fn swept(row: &Row, key: &str) -> Swept {
+    execution(row).map_err(|e| {
+        metrics::counter!("scheduler_unreadable_rows_total").increment(1);
+        let unreadable = Unreadable {
+            id: row.get("id").unwrap_or_default(),
+            trace_id: row.get("trace_id").unwrap_or_default(),
+            key: row.get(key).unwrap_or_default(),
+            error: e.to_string(),
+        };
+        tracing::error!(trace_id = %unreadable.trace_id, error = %unreadable.error, "passing over an execution row that does not read");
+        unreadable
+    })
+}
+
+fn executions(rows: &[Row]) -> Result<Vec<Execution>, StoreError> {
+    rows.iter().map(execution).collect()
+}
+
+/// Inserts rows with multi-row statements and reads their generated ids back by trace id
+/// (ids of a multi-row insert are not reported one by one).
+pub(super) async fn insert_executions(
+    tx: &mut Tx,
+    rows: &[&NewExecution],
+) -> Result<Vec<Execution>, StoreError> {
+    let mut ids = HashMap::with_capacity(rows.len());
+    for chunk in rows.chunks(MULTI_ROW) {
+        let mut q = Sql::new("INSERT INTO job_execution ");
+        q.values(chunk.iter().map(|r| new_execution_columns(r)));
+        tx.execute(q).await.map_err(StoreError::from_write)?;
+        let mut select = Sql::new("SELECT id, trace_id FROM job_execution WHERE trace_id IN ");
+        select.list(chunk.iter().map(|r| r.trace_id.as_str()));
+        for row in tx.fetch_all(select).await? {
+            let (id, trace): (i64, String) = (row.at(0)?, row.at(1)?);
+            ids.insert(trace, id);
+        }
+    }
+    rows.iter()
+        .map(|r| {
+            let id = ids.get(&r.trace_id).copied().ok_or_else(|| {
+                StoreError::Corrupt(format!("inserted execution {} not found", r.trace_id))
+            })?;
+            Ok((*r).clone().recorded(id))
+        })
+        .collect()
+}
+
+/// Locks the rows of `jobs` (sorted, so concurrent lockers take them in one order). A write,
+/// so SQLite takes its write lock with the first statement.
+async fn lock_jobs<'a>(tx: &mut Tx, jobs: impl Iterator<Item = &'a str>) -> Result<(), StoreError> {
+    let jobs: BTreeSet<&str> = jobs.collect();
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let mut q = Sql::new("UPDATE job_definition SET name = name WHERE name IN ");
+    q.list(jobs);
+    tx.execute(q).await?;
+    Ok(())
+}
+
+/// The rows a fire's key names: a range of the unique `execution_id` index (its ids all start
+/// with `{fire}:` and sort before `{fire};`), with no LIKE pattern to escape. Callers check
+/// the job and the fire key of each row: a longer fire key may share the prefix.
+fn push_fire_rows(q: &mut Sql, fire: &str) {
+    q.push("SELECT * FROM job_execution WHERE execution_id >= ")
+        .bind(format!("{fire}:"))
+        .push(" AND execution_id < ")
+        .bind(format!("{fire};"))
+        .push(" ORDER BY id");
+}
+
+/// Inserts what the applied transitions of `batch` bring with them: the retry rows failures
+/// earn, and the children of SUCCESSes that complete their fires.
+async fn follow_up(
+    tx: &mut Tx,
+    batch: &[&(String, Transition)],
+    applied: &mut [Applied],
+) -> Result<(), StoreError> {
+    let retries: Vec<&NewExecution> = batch
+        .iter()
+        .zip(applied.iter())
+        .filter(|(_, a)| a.applied())
+        .filter_map(|((_, t), _)| t.retry.as_ref())
+        .collect();
+    let mut inserted = insert_executions(tx, &retries).await?.into_iter();
+    for ((_, t), a) in batch.iter().zip(applied.iter_mut()) {
+        let Applied::Yes(follow) = a else { continue };
+        if t.retry.is_some() {
+            follow.retry = inserted.next().map(Box::new);
+        }
+        if let Some(children) = &t.children {
+            follow.children = trigger_children(tx, children).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Inserts `children`'s rows when every range of the parent fire has succeeded and no child
+/// of that fire has rows yet. Its callers lock the parent job first, so of several SUCCESSes
+/// completing one fire at once, exactly one sees it complete with no children.
+async fn trigger_children(
+    tx: &mut Tx,
+    children: &ChildTrigger,
+) -> Result<Vec<Execution>, StoreError> {
+    let mut q = Sql::new("");
+    push_fire_rows(&mut q, &children.parent_fire);
+    let fire: Vec<Execution> = executions(&tx.fetch_all(q).await?)?
+        .into_iter()
+        .filter(|e| {
+            e.job_name == children.parent_job && fire_key(&e.execution_id) == children.parent_fire
+        })
+        .collect();
+    // The fire's ranges are those of its first attempts; each must have a SUCCESS.
+    let ranges: BTreeSet<(u32, u32)> = fire
+        .iter()
+        .filter(|e| e.retry_count == 0)
+        .map(|e| (e.shard_start, e.shard_end))
+        .collect();
+    let succeeded: BTreeSet<(u32, u32)> = fire
+        .iter()
+        .filter(|e| e.status == ExecutionStatus::Success)
+        .map(|e| (e.shard_start, e.shard_end))
+        .collect();
+    if ranges.is_empty() || !ranges.is_subset(&succeeded) {
+        return Ok(Vec::new());
+    }
+    // One child's rows share their fire key; a child with rows of this parent fire has been
+    // triggered already.
+    let mut by_child: HashMap<&str, Vec<&NewExecution>> = HashMap::new();
+    for row in &children.rows {
+        by_child
+            .entry(fire_key(&row.execution_id))
+            .or_default()
+            .push(row);
+    }
+    let mut due = Vec::new();
+    for (key, rows) in by_child {
+        let mut q = Sql::new("");
+        push_fire_rows(&mut q, key);
+        let exists = tx.fetch_all(q).await?.iter().any(|r| {
+            r.get::<String>("execution_id")
+                .is_ok_and(|id| fire_key(&id) == key)
+        });
+        if !exists {
+            due.extend(rows);
+        }
+    }
+    insert_executions(tx, &due).await
+}
+
+/// One UPDATE giving each row of `items` its own values (`CASE trace_id`), for rows already
+/// known to be in a `from` state; columns an item leaves unset keep their value.
+fn set_many(items: &[&(String, Transition)]) -> Sql {
+    let mut q = Sql::new("UPDATE job_execution SET status = CASE trace_id");
+    for (trace, t) in items {
+        q.push(" WHEN ")
+            .bind(trace)
+            .push(" THEN ")
+            .bind(t.to.as_str());
+    }
+    q.push(" END");
+    let mut column = |name: &str, value: &dyn Fn(&Transition) -> Option<super::sql::Arg>| {
+        if items.iter().all(|(_, t)| value(t).is_none()) {
+            return;
+        }
+        q.push(&format!(", {name} = CASE trace_id"));
+        for (trace, t) in items {
+            if let Some(v) = value(t) {
+                q.push(" WHEN ").bind(trace).push(" THEN ").bind(v);
+            }
+        }
+        q.push(&format!(" ELSE {name} END"));
+    };
+    column("executor_instance", &|t| {
+        t.executor_instance.clone().map(Into::into)
+    });
+    column("start_time", &|t| t.start_time.map(Into::into));
+    column("finish_time", &|t| t.finish_time.map(Into::into));
+    column("duration_ms", &|t| t.duration_ms.map(Into::into));
+    column("result_message", &|t| {
+        t.result_message.clone().map(Into::into)
+    });
+    column("error_message", &|t| {
+        t.error_message.clone().map(Into::into)
+    });
+    q.push(" WHERE trace_id IN ")
+        .list(items.iter().map(|(trace, _)| trace.as_str()));
+    q
+}
+
+/// The compare-and-set of one row, with its guards.
+fn transition_query(trace_id: &str, t: &Transition) -> Sql {
+    let mut set = vec![("status", t.to.as_str().into())];
+    if let Some((owner, due)) = &t.hand_to {
+        set.push(("scheduler_instance", owner.as_str().into()));
+        set.push(("due_time", (*due).into()));
+    }
+    let optional: [(&'static str, Option<super::sql::Arg>); 6] = [
+        (
+            "executor_instance",
+            t.executor_instance.clone().map(Into::into),
+        ),
+        ("start_time", t.start_time.map(Into::into)),
+        ("finish_time", t.finish_time.map(Into::into)),
+        ("duration_ms", t.duration_ms.map(Into::into)),
+        ("result_message", t.result_message.clone().map(Into::into)),
+        ("error_message", t.error_message.clone().map(Into::into)),
+    ];
+    set.extend(optional.into_iter().filter_map(|(c, v)| v.map(|v| (c, v))));
+    let mut q = Sql::new("UPDATE job_execution SET ");
+    q.set(set).push(" WHERE trace_id = ").bind(trace_id);
+    if let Some((owner, due)) = &t.held_by {
+        q.push(" AND scheduler_instance = ")
+            .bind(owner)
+            .push(" AND due_time = ")
+            .bind(*due);
+    }
+    q.push(" AND status IN ")
+        .list(t.from.iter().map(|s| s.as_str()));
+    q
+}
+
+/// The `WHERE` conditions of an execution search (each backed by an index that ends in
+/// `trigger_time`, so the newest-first page is an index range scan).
+fn push_execution_filter(q: &mut Sql, f: &ExecutionFilter) {
+    q.push(" WHERE 1 = 1");
+    if let Some(j) = &f.job_name {
+        q.push(" AND job_name = ").bind(j);
+    }
+    if let Some(s) = f.status {
+        q.push(" AND status = ").bind(s.as_str());
+    }
+    if let Some(t) = f.trigger_type {
+        q.push(" AND trigger_type = ").bind(t.as_str());
+    }
+    if let Some(e) = &f.executor {
+        q.push(" AND executor_instance = ").bind(e);
+    }
+    if let Some(from) = f.from {
+        q.push(" AND trigger_time >= ").bind(from);
+    }
+    if let Some(to) = f.to {
+        q.push(" AND trigger_time <= ").bind(to);
+    }
+}

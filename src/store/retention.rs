@@ -1,0 +1,122 @@
+//! [`RetentionStore`] over SQL: final executions deleted chunk by chunk along an index, with
+//! rests between chunks, so the purge never holds the database for long.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::sql::Sql;
+use super::{PurgePace, RetentionStore, SqlStore, StoreError, ms};
+use crate::jobs::ExecutionStatus;
+
+#[async_trait]
+impl RetentionStore for SqlStore {
+    async fn purge_executions_before(
+        &self,
+        before: DateTime<Utc>,
+        pace: PurgePace,
+    ) -> Result<u64, StoreError> {
+        self.purge_in_chunks(None, before, pace).await
+    }
+
+    async fn cap_job_executions(
+        &self,
+        job: &str,
+        keep: u32,
+        pace: PurgePace,
+    ) -> Result<u64, StoreError> {
+        // The newest row beyond the `keep` newest: it and everything older goes.
+        let mut q = Sql::new("SELECT trigger_time, id FROM job_execution WHERE job_name = ");
+        q.bind(job)
+            .push(" ORDER BY trigger_time DESC, id DESC LIMIT 1 OFFSET ")
+            .bind(keep as i64);
+        let Some(row) = self.db.fetch_optional(q).await? else {
+            return Ok(0);
+        };
+        let (t, id): (DateTime<Utc>, i64) = (row.at(0)?, row.at(1)?);
+        // Everything up to (t, id) inclusive: strictly before (t, id + 1).
+        self.purge_in_chunks(Some((job, id + 1)), t, pace).await
+    }
+}
+
+type Key = (DateTime<Utc>, i64);
+
+impl SqlStore {
+    /// Deletes final rows ordered before (`before`, `before_id`) in (trigger_time, id) order,
+    /// of one job when `job` is given, `pace.chunk` at a time with `pace`'s rest after each.
+    /// A keyset cursor walks the index, so rows that stay (PENDING, RUNNING) are passed over
+    /// once, not rescanned by every chunk. `before_id` None means "trigger_time < before".
+    async fn purge_in_chunks(
+        &self,
+        job: Option<(&str, i64)>,
+        before: DateTime<Utc>,
+        pace: PurgePace,
+    ) -> Result<u64, StoreError> {
+        let before = ms(before);
+        let chunk = pace.chunk.max(1);
+        // The range being purged, and the cursor: rows after `from` only.
+        let range = |q: &mut Sql, from: Option<Key>| {
+            match job {
+                Some((name, before_id)) => {
+                    q.push(" job_name = ")
+                        .bind(name)
+                        .push(" AND (trigger_time < ")
+                        .bind(before)
+                        .push(" OR (trigger_time = ")
+                        .bind(before)
+                        .push(" AND id < ")
+                        .bind(before_id)
+                        .push("))");
+                }
+                None => {
+                    q.push(" trigger_time < ").bind(before);
+                }
+            }
+            if let Some((t, id)) = from {
+                q.push(" AND (trigger_time > ")
+                    .bind(t)
+                    .push(" OR (trigger_time = ")
+                    .bind(t)
+                    .push(" AND id > ")
+                    .bind(id)
+                    .push("))");
+            }
+        };
+        let finals = ExecutionStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_final())
+            .map(|s| s.as_str());
+        let mut from: Option<Key> = None;
+        let mut purged = 0;
+        loop {
+            let started = std::time::Instant::now();
+            let mut q = Sql::new("SELECT trigger_time, id FROM job_execution WHERE");
+            range(&mut q, from);
+            q.push(" ORDER BY trigger_time, id LIMIT 1 OFFSET ")
+                .bind(chunk as i64 - 1);
+            let bound: Option<Key> = match self.db.fetch_optional(q).await? {
+                Some(row) => Some((row.at(0)?, row.at(1)?)),
+                None => None,
+            };
+            let mut d = Sql::new("DELETE FROM job_execution WHERE");
+            range(&mut d, from);
+            if let Some((t, id)) = bound {
+                d.push(" AND (trigger_time < ")
+                    .bind(t)
+                    .push(" OR (trigger_time = ")
+                    .bind(t)
+                    .push(" AND id <= ")
+                    .bind(id)
+                    .push("))");
+            }
+            d.push(" AND status IN ").list(finals.clone());
+            let n = self.db.execute(d).await?;
+            pace.purged.increment(n);
+            purged += n;
+            match bound {
+                Some(b) => from = Some(b),
+                None => return Ok(purged),
+            }
+            tokio::time::sleep(pace.pause_after(started.elapsed())).await;
+        }
+    }
+}
