@@ -49,38 +49,8 @@ impl Application {
             .await
             .context("connecting to the database")?;
         store.migrate().await.context("migrating the database")?;
-        let default_tz = settings.scheduler.timezone;
-        let addr = format!("{}:{}", settings.server.host, settings.server.port);
-        let listener = TcpListener::bind(&addr)
-            .await
-            .with_context(|| format!("binding {addr}"))?;
-        let mut settings = settings;
-        if settings.discovery.advertise_port.is_none() {
-            settings.discovery.advertise_port = NonZeroU16::new(listener.local_addr()?.port());
-        }
-        // The address executors report 202 results to and other instances know this one by.
-        settings.discovery.advertise_ip =
-            Some(discovery::advertised_ip(&settings).map_err(anyhow::Error::msg)?);
-        let discovery: Arc<dyn Discovery> = match settings.discovery.mode {
-            DiscoveryMode::Standalone => Arc::new(Standalone::new(
-                settings.advertised_addr(),
-                &settings.executors.static_,
-            )),
-            DiscoveryMode::Nacos => {
-                let ip = settings
-                    .discovery
-                    .advertise_ip
-                    .expect("set above")
-                    .to_string();
-                let port = settings.discovery.advertise_port.expect("set above").get();
-                if settings.nacos.username.is_some() {
-                    // A clear start-up error for wrong credentials, before the naming client
-                    // (which would only log its failed logins).
-                    NacosConfigClient::new(&settings.nacos).login().await?;
-                }
-                NacosDiscovery::connect(&settings.nacos, ip, port).await?
-            }
-        };
+        let (listener, settings) = bind(settings).await?;
+        let discovery = join_discovery(&settings).await?;
         let alerts = Alerts::start(&settings.alerts, discovery.self_id(), clock)?;
         let cluster = Arc::new(ClusterState::new(settings.scheduler.ownership));
         let job_changes = Arc::new(tokio::sync::Notify::new());
@@ -97,16 +67,7 @@ impl Application {
             },
         )?;
         let dispatcher = Arc::new(dispatcher);
-        let job_document =
-            match JobDocumentSync::connect(&settings, clock, store.clone(), job_changes.clone())
-                .await?
-            {
-                Some(sync) => {
-                    let md5 = sync.start().await;
-                    Some((sync, md5))
-                }
-                None => None,
-            };
+        let job_document = follow_job_document(&settings, clock, &store, &job_changes).await?;
         let engine = Engine::load(
             &settings,
             EngineParts {
@@ -131,29 +92,20 @@ impl Application {
             dispatcher.clone(),
             cluster.clone(),
         );
-        let tokens = Arc::new(api::auth::Tokens::new(&settings.auth));
-        if !settings.auth.enabled {
-            tracing::warn!(
-                "API authentication is switched off (auth.enabled = false): anyone who reaches this port can change and trigger jobs"
-            );
-        } else if !tokens.enabled() {
-            tracing::warn!(
-                "no auth.tokens configured: the API is open; configure tokens before exposing this instance"
-            );
-        }
         let state = AppState {
             clock,
             store,
+            default_tz: settings.scheduler.timezone,
+            tokens: Arc::new(api::auth::Tokens::new(&settings.auth)),
             settings: Arc::new(settings),
-            default_tz,
             metrics: telemetry::metrics_handle(),
             job_changes,
             dispatcher,
             discovery,
             cluster,
-            tokens,
             alerts,
         };
+        warn_if_open(&state);
         Ok(Self {
             listener,
             state,
@@ -251,6 +203,73 @@ impl Application {
         };
         tracing::info!("JobFlow stopped");
         served
+    }
+}
+
+/// Binds the API's listener, and settles the address this instance is known by (the port
+/// the listener got, unless one is advertised).
+async fn bind(mut settings: Settings) -> anyhow::Result<(TcpListener, Settings)> {
+    let addr = format!("{}:{}", settings.server.host, settings.server.port);
+    let listener = TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    if settings.discovery.advertise_port.is_none() {
+        settings.discovery.advertise_port = NonZeroU16::new(listener.local_addr()?.port());
+    }
+    // The address executors report 202 results to and other instances know this one by.
+    settings.discovery.advertise_ip =
+        Some(discovery::advertised_ip(&settings).map_err(anyhow::Error::msg)?);
+    Ok((listener, settings))
+}
+
+/// The discovery of `settings.discovery.mode` (not registered yet).
+async fn join_discovery(settings: &Settings) -> anyhow::Result<Arc<dyn Discovery>> {
+    Ok(match settings.discovery.mode {
+        DiscoveryMode::Standalone => Arc::new(Standalone::new(
+            settings.advertised_addr(),
+            &settings.executors.static_,
+        )),
+        DiscoveryMode::Nacos => {
+            let ip = settings.discovery.advertise_ip.expect("bound").to_string();
+            let port = settings.discovery.advertise_port.expect("bound").get();
+            if settings.nacos.username.is_some() {
+                // A clear start-up error for wrong credentials, before the naming client
+                // (which would only log its failed logins).
+                NacosConfigClient::new(&settings.nacos).login().await?;
+            }
+            NacosDiscovery::connect(&settings.nacos, ip, port).await?
+        }
+    })
+}
+
+/// The jobs document followed from the Nacos config centre, read once now, when configured.
+async fn follow_job_document(
+    settings: &Settings,
+    clock: Clock,
+    store: &Arc<dyn store::Store>,
+    job_changes: &Arc<tokio::sync::Notify>,
+) -> anyhow::Result<Option<(JobDocumentSync, Option<String>)>> {
+    let sync =
+        JobDocumentSync::connect(settings, clock, store.clone(), job_changes.clone()).await?;
+    Ok(match sync {
+        Some(sync) => {
+            let md5 = sync.start().await;
+            Some((sync, md5))
+        }
+        None => None,
+    })
+}
+
+/// Says so in the log when the API is open to anyone who reaches it.
+fn warn_if_open(state: &AppState) {
+    if !state.settings.auth.enabled {
+        tracing::warn!(
+            "API authentication is switched off (auth.enabled = false): anyone who reaches this port can change and trigger jobs"
+        );
+    } else if !state.tokens.enabled() {
+        tracing::warn!(
+            "no auth.tokens configured: the API is open; configure tokens before exposing this instance"
+        );
     }
 }
 

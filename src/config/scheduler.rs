@@ -1,10 +1,12 @@
 //! `[scheduler]`: ownership, time zones, misfires, claims written ahead and retry delays.
 
 use std::num::NonZeroU64;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, invalid, nonzero};
+use crate::backoff::Backoff;
 use crate::jobs::TimeZoneName;
 
 /// A longer window holds more fires in memory and in PENDING rows for no gain in precision.
@@ -52,6 +54,15 @@ impl Default for SchedulerSettings {
 }
 
 impl SchedulerSettings {
+    /// The delays of automatic retries: doubling from `retry_backoff_millis` up to
+    /// `retry_backoff_max_millis`, with jitter.
+    pub fn retry_backoff(&self) -> Backoff {
+        Backoff::jittered(
+            Duration::from_millis(self.retry_backoff_millis.get()),
+            Duration::from_millis(self.retry_backoff_max_millis.get()),
+        )
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.retry_backoff_max_millis < self.retry_backoff_millis {
             return Err(invalid(

@@ -71,6 +71,15 @@ pub struct ExecutorClient {
 }
 
 impl ExecutorClient {
+    /// The client `[executor]` describes: its path prefix and signing secret.
+    pub fn configured(settings: &crate::config::ExecutorSettings) -> anyhow::Result<Self> {
+        let secret = settings.signing_secret.as_ref();
+        Self::new(
+            settings.path_prefix.clone(),
+            secret.map(|s| s.expose().as_bytes().to_vec()),
+        )
+    }
+
     pub fn new(path_prefix: String, secret: Option<Vec<u8>>) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(3))

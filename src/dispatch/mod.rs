@@ -59,13 +59,11 @@ use admission::Admission;
 use client::ExecutorClient;
 use planner::Planner;
 use record::{FIRE_BATCH, Recorder};
-use settle::Settler;
 use tasks::Tasks;
 use verdict::Outcomes;
 use waiting::WaitingRoom;
 
 use crate::alerts::Alerts;
-use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::discovery::Discovery;
@@ -114,24 +112,13 @@ impl Dispatcher {
             book,
             reload,
         } = parts;
-        let client = ExecutorClient::new(
-            settings.executor.path_prefix.clone(),
-            settings
-                .executor
-                .signing_secret
-                .as_ref()
-                .map(|s| s.expose().as_bytes().to_vec()),
-        )?;
+        let retries = settings.scheduler.retry_backoff();
         let admission = Arc::new(Admission::new(
             settings.executor.max_backlog.get(),
             settings.executor.max_in_flight.get(),
         ));
         let tasks = Arc::new(Tasks::new(clock));
-        let backoff = Backoff::jittered(
-            Duration::from_millis(settings.scheduler.retry_backoff_millis.get()),
-            Duration::from_millis(settings.scheduler.retry_backoff_max_millis.get()),
-        );
-        let planner = Arc::new(Planner::new(discovery.clone(), admission.clone(), backoff));
+        let planner = Arc::new(Planner::new(discovery, admission.clone(), retries));
         let waiting = Arc::new(WaitingRoom::default());
         let (owed, owed_rx) = mpsc::unbounded_channel();
         let (children, children_rx) = mpsc::unbounded_channel();
@@ -139,19 +126,18 @@ impl Dispatcher {
             clock,
             executions: store.clone(),
             jobs: store.clone(),
-            client,
+            client: ExecutorClient::configured(&settings.executor)?,
             admission: admission.clone(),
             tasks: tasks.clone(),
-            outcomes: Outcomes {
+            outcomes: Outcomes::new(
                 clock,
-                settler: Settler::spawn(store.clone()),
-                alerts: alerts.clone(),
-                backoff,
-                planner: planner.clone(),
-                jobs: store.clone(),
-            },
+                store.clone(),
+                alerts.clone(),
+                retries,
+                planner.clone(),
+            ),
             lease: chrono::Duration::seconds(settings.compensation.pending_grace_seconds as i64),
-            report_base: format!("http://{}", discovery.self_id()),
+            report_base: format!("http://{}", planner.me()),
             attempting: Default::default(),
             children,
         });
@@ -173,20 +159,19 @@ impl Dispatcher {
             waiting: waiting.clone(),
             owed,
         });
-        let operator = Operator {
-            clock,
-            store,
-            planner,
-            waiting: waiting.clone(),
-            launcher: launcher.clone(),
-            attempts: attempts.clone(),
-        };
         let dispatcher = Self {
+            operator: Operator {
+                clock,
+                store,
+                planner,
+                waiting: waiting.clone(),
+                launcher: launcher.clone(),
+                attempts: attempts.clone(),
+            },
             recorder,
             waiting,
             launcher,
             attempts,
-            operator,
             admission,
             tasks,
             alerts,

@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::jobs::{
     Execution, ExecutionStatus, JobDefinition, NewExecution, OverlapPolicy, TriggerType, fire_key,
 };
-use crate::store::{Applied, ChildTrigger, Follow, JobStore, Transition};
+use crate::store::{Applied, ChildTrigger, Follow, JobStore, Store, Transition};
 
 use ExecutionStatus::{Failed, Success, Timeout};
 
@@ -103,6 +103,24 @@ pub struct Outcomes {
 }
 
 impl Outcomes {
+    /// Settles through a group-committing writer of its own on `store`.
+    pub fn new(
+        clock: Clock,
+        store: Arc<dyn Store>,
+        alerts: Arc<Alerts>,
+        backoff: Backoff,
+        planner: Arc<Planner>,
+    ) -> Self {
+        Self {
+            clock,
+            settler: Settler::spawn(store.clone()),
+            alerts,
+            backoff,
+            planner,
+            jobs: store,
+        }
+    }
+
     /// Compare-and-set of `row` from one of `from` to `verdict`, with what it earns. `None`
     /// when someone else decided the row first; otherwise the rows it earned, for the caller
     /// to start. `job` is `None` for a row whose job was deleted (no retry policy is left).

@@ -90,48 +90,7 @@ impl JobDocument {
         default_tz: TimeZoneName,
         now: DateTime<Utc>,
     ) -> Result<Self, DocumentError> {
-        let root: Value = match format {
-            DocumentFormat::Json => {
-                serde_json::from_str(text).map_err(|e| DocumentError::Syntax {
-                    format: "JSON",
-                    message: e.to_string(),
-                })?
-            }
-            DocumentFormat::Yaml => {
-                serde_yaml::from_str(text).map_err(|e| DocumentError::Syntax {
-                    format: "YAML",
-                    message: e.to_string(),
-                })?
-            }
-        };
-        let entries = match root {
-            Value::Object(mut top) => {
-                if let Some(other) = top.keys().find(|k| *k != "jobs") {
-                    return Err(DocumentError::Shape(format!(
-                        "unknown top-level key `{other}`: the document has only `jobs`"
-                    )));
-                }
-                match top.remove("jobs") {
-                    Some(Value::Array(list)) => list,
-                    Some(Value::Null) => Vec::new(),
-                    Some(_) => {
-                        return Err(DocumentError::Shape("`jobs` must be a list".into()));
-                    }
-                    None => {
-                        return Err(DocumentError::Shape(
-                            "the document needs a top-level `jobs` list".into(),
-                        ));
-                    }
-                }
-            }
-            Value::Null => Vec::new(),
-            _ => {
-                return Err(DocumentError::Shape(
-                    "the document must be a mapping with a top-level `jobs` list".into(),
-                ));
-            }
-        };
-
+        let entries = entries(text, format)?;
         let mut jobs = Vec::with_capacity(entries.len());
         let mut problems = Vec::new();
         let mut seen: HashMap<String, usize> = HashMap::new();
@@ -169,6 +128,42 @@ impl JobDocument {
         } else {
             Err(DocumentError::Entries(problems))
         }
+    }
+}
+
+/// The entries of the document's top-level `jobs` list (none for an empty document).
+fn entries(text: &str, format: DocumentFormat) -> Result<Vec<Value>, DocumentError> {
+    let root: Value = match format {
+        DocumentFormat::Json => serde_json::from_str(text).map_err(|e| DocumentError::Syntax {
+            format: "JSON",
+            message: e.to_string(),
+        })?,
+        DocumentFormat::Yaml => serde_yaml::from_str(text).map_err(|e| DocumentError::Syntax {
+            format: "YAML",
+            message: e.to_string(),
+        })?,
+    };
+    let mut top = match root {
+        Value::Object(top) => top,
+        Value::Null => return Ok(Vec::new()),
+        _ => {
+            return Err(DocumentError::Shape(
+                "the document must be a mapping with a top-level `jobs` list".into(),
+            ));
+        }
+    };
+    if let Some(other) = top.keys().find(|k| *k != "jobs") {
+        return Err(DocumentError::Shape(format!(
+            "unknown top-level key `{other}`: the document has only `jobs`"
+        )));
+    }
+    match top.remove("jobs") {
+        Some(Value::Array(list)) => Ok(list),
+        Some(Value::Null) => Ok(Vec::new()),
+        Some(_) => Err(DocumentError::Shape("`jobs` must be a list".into())),
+        None => Err(DocumentError::Shape(
+            "the document needs a top-level `jobs` list".into(),
+        )),
     }
 }
 

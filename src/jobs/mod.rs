@@ -223,6 +223,37 @@ pub fn check_job_params(params: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Parses each field of a request, collecting the problem of every field that fails (named
+/// as the client sent it), so one answer lists them all.
+#[derive(Default)]
+struct Fields {
+    errors: Vec<FieldError>,
+}
+
+impl Fields {
+    /// The parsed value, or `None` with the problem noted against `field`.
+    fn take<T>(&mut self, field: &str, parsed: Result<T, String>) -> Option<T> {
+        parsed
+            .map_err(|m| self.errors.push(FieldError::new(field, m)))
+            .ok()
+    }
+
+    /// A field with a default when absent, parsed from its text when given.
+    fn choice<T>(&mut self, field: &str, raw: Option<&str>) -> Option<T>
+    where
+        T: Default + FromStr<Err = String>,
+    {
+        match raw {
+            None => Some(T::default()),
+            Some(s) => self.take(field, s.parse()),
+        }
+    }
+
+    fn check(&mut self, field: &str, ok: Result<(), String>) {
+        self.take(field, ok);
+    }
+}
+
 impl JobSpec {
     /// Validates every field of `req`. `name` is the path name on update.
     pub fn parse(
@@ -231,155 +262,121 @@ impl JobSpec {
         default_tz: TimeZoneName,
         now: DateTime<Utc>,
     ) -> Result<Self, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let mut check = |field: &str, r: Result<(), String>| {
-            if let Err(m) = r {
-                errors.push(FieldError::new(field, m));
-            }
-        };
-
-        let name = match (path_name, req.name.as_deref()) {
-            (Some(p), Some(b)) if p != b => {
-                check(
-                    "name",
-                    Err("must equal the job name in the path (jobs cannot be renamed)".into()),
-                );
-                None
-            }
-            (Some(n), _) | (None, Some(n)) => {
-                JobName::parse(n).map_err(|m| check("name", Err(m))).ok()
-            }
-            (None, None) => {
-                check("name", Err("is required".into()));
-                None
-            }
-        };
-        let service_name = PathSegment::parse(&req.service_name)
-            .map_err(|m| check("serviceName", Err(m)))
-            .ok();
-        let handler = PathSegment::parse(&req.handler)
-            .map_err(|m| check("handler", Err(m)))
-            .ok();
-        let timezone = match req.timezone.as_deref() {
-            None => Some(default_tz),
-            Some(tz) => TimeZoneName::parse(tz)
-                .map_err(|m| check("timezone", Err(m)))
-                .ok(),
-        };
-        let cron = CronSchedule::parse(&req.cron)
-            .map_err(|m| check("cron", Err(m)))
-            .ok();
-        if let (Some(c), Some(tz)) = (&cron, timezone)
-            && c.next_after(now, tz.tz()).is_none()
-        {
-            check("cron", Err("never fires in the future".into()));
-        }
-        let shard_count = in_range(req.shard_count.unwrap_or(1), 1, MAX_SHARD_COUNT)
-            .map_err(|m| check("shardCount", Err(m)))
-            .ok();
-        let shard_strategy = match req.shard_strategy.as_deref() {
-            None => Some(ShardStrategy::default()),
-            Some(s) => s.parse().map_err(|m| check("shardStrategy", Err(m))).ok(),
-        };
-        let shard_params = match (shard_strategy, shard_count) {
-            (Some(st), Some(n)) => ShardParams::parse(st, n as u32, req.shard_params.as_ref())
-                .map_err(|m| check("shardParams", Err(m)))
-                .ok(),
-            _ => None,
-        };
+        let mut f = Fields::default();
+        let name = f.take("name", Self::name_of(path_name, req.name.as_deref()));
+        let service_name = f.take("serviceName", PathSegment::parse(&req.service_name));
+        let handler = f.take("handler", PathSegment::parse(&req.handler));
+        let (cron, timezone) = Self::schedule_of(&mut f, &req, default_tz, now);
+        let (shard_count, shard_strategy, shard_params) = Self::sharding_of(&mut f, &req);
         let job_params = req.job_params.filter(|v| !v.is_null());
         if let Some(p) = &job_params {
-            check("jobParams", check_job_params(p));
+            f.check("jobParams", check_job_params(p));
         }
-        let timeout = in_range(req.timeout_seconds.unwrap_or(300), 1, MAX_TIMEOUT_SECONDS)
-            .map_err(|m| check("timeoutSeconds", Err(m)))
-            .ok();
-        let max_retry = in_range(req.max_retry.unwrap_or(3), 0, MAX_RETRY)
-            .map_err(|m| check("maxRetry", Err(m)))
-            .ok();
-        let misfire_policy = match req.misfire_policy.as_deref() {
-            None => Some(MisfirePolicy::default()),
-            Some(s) => s.parse().map_err(|m| check("misfirePolicy", Err(m))).ok(),
-        };
-        let route_strategy = match req.route_strategy.as_deref() {
-            None => Some(RouteStrategy::default()),
-            Some(s) => s.parse().map_err(|m| check("routeStrategy", Err(m))).ok(),
-        };
-        let overlap_policy = match req.overlap_policy.as_deref() {
-            None => Some(OverlapPolicy::default()),
-            Some(s) => s.parse().map_err(|m| check("overlapPolicy", Err(m))).ok(),
-        };
-        let child_jobs = parse_child_jobs(req.child_jobs.as_deref().unwrap_or_default())
-            .map_err(|m| check("childJobs", Err(m)))
-            .ok();
-        let alert_channels =
-            parse_alert_channels(req.alert_channels.as_deref().unwrap_or_default())
-                .map_err(|m| check("alertChannels", Err(m)))
-                .ok();
         let description = req.description.filter(|d| !d.is_empty());
         if description
             .as_ref()
             .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION)
         {
-            check(
-                "description",
-                Err(format!("must be at most {MAX_DESCRIPTION} characters")),
-            );
+            let too_long = format!("must be at most {MAX_DESCRIPTION} characters");
+            f.check("description", Err(too_long));
         }
-
-        match (
-            name,
-            service_name,
-            handler,
-            cron,
-            timezone,
-            shard_count,
-            shard_strategy,
-            shard_params,
-            timeout,
-            max_retry,
-            misfire_policy,
-            (route_strategy, overlap_policy, child_jobs, alert_channels),
-        ) {
-            (
-                Some(name),
-                Some(service_name),
-                Some(handler),
-                Some(cron),
-                Some(timezone),
-                Some(shard_count),
-                Some(shard_strategy),
-                Some(shard_params),
-                Some(timeout),
-                Some(max_retry),
-                Some(misfire_policy),
-                (
-                    Some(route_strategy),
-                    Some(overlap_policy),
-                    Some(child_jobs),
-                    Some(alert_channels),
-                ),
-            ) if errors.is_empty() => Ok(Self {
-                name,
-                service_name,
-                handler,
-                cron,
-                timezone,
+        let timeout = f.take(
+            "timeoutSeconds",
+            in_range(req.timeout_seconds.unwrap_or(300), 1, MAX_TIMEOUT_SECONDS),
+        );
+        let max_retry = f.take(
+            "maxRetry",
+            in_range(req.max_retry.unwrap_or(3), 0, MAX_RETRY),
+        );
+        let misfire_policy = f.choice("misfirePolicy", req.misfire_policy.as_deref());
+        let route_strategy = f.choice("routeStrategy", req.route_strategy.as_deref());
+        let overlap_policy = f.choice("overlapPolicy", req.overlap_policy.as_deref());
+        let child_jobs = f.take(
+            "childJobs",
+            parse_child_jobs(req.child_jobs.as_deref().unwrap_or_default()),
+        );
+        let alert_channels = f.take(
+            "alertChannels",
+            parse_alert_channels(req.alert_channels.as_deref().unwrap_or_default()),
+        );
+        // Every field is parsed (and every problem noted) before any is required.
+        let spec = (|| {
+            Some(Self {
+                name: name?,
+                service_name: service_name?,
+                handler: handler?,
+                cron: cron?,
+                timezone: timezone?,
                 enabled: req.enabled.unwrap_or(true),
-                shard_count: shard_count as u32,
-                shard_strategy,
-                shard_params,
+                shard_count: shard_count? as u32,
+                shard_strategy: shard_strategy?,
+                shard_params: shard_params?,
                 job_params,
-                timeout_seconds: timeout as u32,
-                max_retry: max_retry as u32,
-                misfire_policy,
+                timeout_seconds: timeout? as u32,
+                max_retry: max_retry? as u32,
+                misfire_policy: misfire_policy?,
                 description,
-                route_strategy,
-                overlap_policy,
-                child_jobs,
-                alert_channels,
-            }),
-            _ => Err(errors),
+                route_strategy: route_strategy?,
+                overlap_policy: overlap_policy?,
+                child_jobs: child_jobs?,
+                alert_channels: alert_channels?,
+            })
+        })();
+        match spec {
+            Some(spec) if f.errors.is_empty() => Ok(spec),
+            _ => Err(f.errors),
+        }
+    }
+
+    /// The schedule: the cron expression, in the job's time zone, firing in the future.
+    fn schedule_of(
+        f: &mut Fields,
+        req: &JobRequest,
+        default_tz: TimeZoneName,
+        now: DateTime<Utc>,
+    ) -> (Option<CronSchedule>, Option<TimeZoneName>) {
+        let timezone = match req.timezone.as_deref() {
+            None => Some(default_tz),
+            Some(tz) => f.take("timezone", TimeZoneName::parse(tz)),
+        };
+        let cron = f.take("cron", CronSchedule::parse(&req.cron));
+        if let (Some(c), Some(tz)) = (&cron, timezone)
+            && c.next_after(now, tz.tz()).is_none()
+        {
+            f.check("cron", Err("never fires in the future".into()));
+        }
+        (cron, timezone)
+    }
+
+    /// The shard count, strategy and the strategy's parameters.
+    fn sharding_of(
+        f: &mut Fields,
+        req: &JobRequest,
+    ) -> (Option<i64>, Option<ShardStrategy>, Option<ShardParams>) {
+        let count = f.take(
+            "shardCount",
+            in_range(req.shard_count.unwrap_or(1), 1, MAX_SHARD_COUNT),
+        );
+        let strategy = f.choice("shardStrategy", req.shard_strategy.as_deref());
+        let params = match (strategy, count) {
+            (Some(st), Some(n)) => f.take(
+                "shardParams",
+                ShardParams::parse(st, n as u32, req.shard_params.as_ref()),
+            ),
+            _ => None,
+        };
+        (count, strategy, params)
+    }
+
+    /// The job's name: the body's, the path's on update (the two must agree: jobs are not
+    /// renamed).
+    fn name_of(path: Option<&str>, body: Option<&str>) -> Result<JobName, String> {
+        match (path, body) {
+            (Some(p), Some(b)) if p != b => {
+                Err("must equal the job name in the path (jobs cannot be renamed)".into())
+            }
+            (Some(n), _) | (None, Some(n)) => JobName::parse(n),
+            (None, None) => Err("is required".into()),
         }
     }
 }

@@ -153,8 +153,6 @@ impl Recovery {
         hold: Hold,
     ) -> Result<Recovered, StoreError> {
         let job = self.store.get_job(&exec.job_name).await?.map(Arc::new);
-        let since = exec.start_time.unwrap_or(exec.due_time);
-        let now = self.clock.now();
         let Some((instance, probe)) = self.attempts.status(&exec).await else {
             let why = "no executor is recorded for this execution";
             return Ok(self.settle_running(job.as_ref(), &exec, Timeout, why).await);
@@ -164,83 +162,105 @@ impl Recovery {
                 let verdict = Verdict::from_probe(status, message).by_compensation();
                 Ok(self.settle_with(job.as_ref(), &exec, verdict).await)
             }
-            Probe::Running if overdue => match self.attempts.stop(&exec).await {
-                Some(Probe::Finished {
-                    status: Cancelled, ..
-                })
-                | Some(Probe::Unknown { .. }) => {
-                    let verdict = Verdict::new(
-                        Timeout,
-                        "past the job's timeout; the executor stopped it on request",
-                    )
-                    .by_compensation();
-                    Ok(self.settle_with(job.as_ref(), &exec, verdict).await)
-                }
-                Some(Probe::Finished { status, message }) => {
-                    let verdict = Verdict::from_probe(status, message).by_compensation();
-                    Ok(self.settle_with(job.as_ref(), &exec, verdict).await)
-                }
-                _ => Ok(Recovered::Left),
-            },
+            Probe::Running if overdue => Ok(self.stop_overdue(job.as_ref(), &exec).await),
             Probe::Running => Ok(Recovered::Left),
             Probe::Unknown { restarted: true } => {
                 let why = "the executor restarted while running this execution";
                 Ok(self.settle_running(job.as_ref(), &exec, Failed, why).await)
             }
-            Probe::Unknown { restarted: false } => {
-                // The call never arrived (its scheduler died between RUNNING and the call).
-                let Some(job) = job else {
-                    return Ok(Recovered::Left);
-                };
-                let take = Transition {
-                    hand_to: Some((self.me().to_string(), now)),
-                    ..Transition::to(&[Running], Pending)
-                };
-                if !self
-                    .store
-                    .transition(&exec.trace_id, &take)
-                    .await?
-                    .applied()
-                {
-                    return Ok(Recovered::Raced);
-                }
-                let row = Execution {
-                    scheduler_instance: Some(self.me().to_string()),
-                    due_time: crate::store::ms(now),
-                    status: Pending,
-                    ..exec
-                };
-                self.attempts.spawn(Attempt {
-                    job,
-                    row,
-                    start: Start::Take,
-                    hold,
-                });
-                Ok(Recovered::Resumed)
-            }
+            Probe::Unknown { restarted: false } => match job {
+                Some(job) => self.call_again(job, exec, hold).await,
+                None => Ok(Recovered::Left),
+            },
             Probe::Unreachable(_) | Probe::Unsupported => {
                 let gone = match &job {
                     Some(j) => self.attempts.executor_gone(j, &instance).await,
                     None => true,
                 };
-                let timeout = chrono::Duration::seconds(
-                    job.as_ref().map_or(0, |j| j.spec.timeout_seconds.into()),
-                );
-                let stopped_by_now = now - since > timeout + STOP_ALLOWANCE;
-                if gone && stopped_by_now {
-                    let why = "the executor instance left while running this execution";
-                    Ok(self.settle_running(job.as_ref(), &exec, Failed, why).await)
-                } else if matches!(probe, Probe::Unsupported)
-                    && overdue
-                    && now - since > self.stuck_after
-                {
-                    let why = "no result long after the timeout, and the executor cannot tell whether it still runs";
-                    Ok(self.settle_running(job.as_ref(), &exec, Timeout, why).await)
-                } else {
-                    Ok(Recovered::Left)
-                }
+                let answers = !matches!(probe, Probe::Unsupported);
+                Ok(self
+                    .cannot_tell(job.as_ref(), &exec, gone, answers, overdue)
+                    .await)
             }
         }
+    }
+
+    /// An overdue run that still runs is asked to stop; it ends TIMEOUT (with its retry) once
+    /// its executor says it stopped, and is left running otherwise.
+    async fn stop_overdue(&self, job: Option<&Arc<JobDefinition>>, exec: &Execution) -> Recovered {
+        let verdict = match self.attempts.stop(exec).await {
+            Some(Probe::Finished {
+                status: Cancelled, ..
+            })
+            | Some(Probe::Unknown { .. }) => Verdict::new(
+                Timeout,
+                "past the job's timeout; the executor stopped it on request",
+            ),
+            Some(Probe::Finished { status, message }) => Verdict::from_probe(status, message),
+            _ => return Recovered::Left,
+        };
+        self.settle_with(job, exec, verdict.by_compensation()).await
+    }
+
+    /// A RUNNING row whose call never arrived (its scheduler died between RUNNING and the
+    /// call): back to PENDING, taken over, called again; no retry is spent.
+    async fn call_again(
+        &self,
+        job: Arc<JobDefinition>,
+        exec: Execution,
+        hold: Hold,
+    ) -> Result<Recovered, StoreError> {
+        let now = self.clock.now();
+        let take = Transition {
+            hand_to: Some((self.me().to_string(), now)),
+            ..Transition::to(&[Running], Pending)
+        };
+        if !self
+            .store
+            .transition(&exec.trace_id, &take)
+            .await?
+            .applied()
+        {
+            return Ok(Recovered::Raced);
+        }
+        let row = Execution {
+            scheduler_instance: Some(self.me().to_string()),
+            due_time: crate::store::ms(now),
+            status: Pending,
+            ..exec
+        };
+        self.attempts.spawn(Attempt {
+            job,
+            row,
+            start: Start::Take,
+            hold,
+        });
+        Ok(Recovered::Resumed)
+    }
+
+    /// A RUNNING row whose executor cannot tell: unreachable, or without a status endpoint
+    /// (`answers` false). Settled only when no run of it can be going on: its executor left
+    /// and would have stopped it by its timeout; or, for an executor that can never tell,
+    /// past `stuck_after` (the documented at-least-once case).
+    async fn cannot_tell(
+        &self,
+        job: Option<&Arc<JobDefinition>>,
+        exec: &Execution,
+        gone: bool,
+        answers: bool,
+        overdue: bool,
+    ) -> Recovered {
+        let since = self.clock.now() - exec.start_time.unwrap_or(exec.due_time);
+        let timeout = chrono::Duration::seconds(job.map_or(0, |j| j.spec.timeout_seconds.into()));
+        if gone && since > timeout + STOP_ALLOWANCE {
+            let why = "the executor instance left while running this execution";
+            return self.settle_running(job, exec, Failed, why).await;
+        }
+        if !answers && overdue && since > self.stuck_after {
+            let why = "no result long after the timeout, and the executor cannot tell whether it still runs";
+            return self.settle_running(job, exec, Timeout, why).await;
+        }
+        Recovered::Left
     }
 
     async fn settle_running(

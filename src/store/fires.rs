@@ -327,63 +327,26 @@ async fn admit_one(
         .filter(|e| !own.contains(e.trace_id.as_str()) && !claimed_ahead(e, now))
         .cloned()
         .collect();
-    let mut covered = Vec::new();
-    if !others.is_empty() {
-        let running: Vec<String> = others.iter().map(|e| e.trace_id.clone()).collect();
-        match fire.policy {
-            OverlapPolicy::Skip => {
-                let why = format!(
-                    "not called: the job still runs {} (overlapPolicy SKIP)",
-                    running.join(", ")
-                );
-                set_status(
-                    tx,
-                    &pending,
-                    ExecutionStatus::Skipped,
-                    Some(&why),
-                    None,
-                    None,
-                )
-                .await?;
-                let rows = runs
-                    .iter()
-                    .filter(|e| pending.contains(&e.trace_id))
-                    .map(|e| Execution {
-                        status: ExecutionStatus::Skipped,
-                        error_message: Some(why.clone()),
-                        ..e.clone()
-                    })
-                    .collect();
-                runs.retain(|e| !pending.contains(&e.trace_id));
-                return Ok(Admitted::Skipped { rows, running });
-            }
-            OverlapPolicy::Cover => {
-                let why = "cancelled: a newer fire replaced it (overlapPolicy COVER)";
-                set_status(
-                    tx,
-                    &running,
-                    ExecutionStatus::Cancelled,
-                    Some(why),
-                    Some(now),
-                    None,
-                )
-                .await?;
-                runs.retain(|e| !running.contains(&e.trace_id));
-                covered = others;
-            }
-            OverlapPolicy::Allow => {}
+    let covered = match fire.policy {
+        _ if others.is_empty() => Vec::new(),
+        OverlapPolicy::Allow => Vec::new(),
+        OverlapPolicy::Skip => return skip(tx, runs, &pending, &others).await,
+        OverlapPolicy::Cover => {
+            let traces: Vec<String> = others.iter().map(|e| e.trace_id.clone()).collect();
+            let why = "cancelled: a newer fire replaced it (overlapPolicy COVER)";
+            let cancel = Move::to(ExecutionStatus::Cancelled)
+                .because(why)
+                .finished(now);
+            cancel.apply(tx, &traces).await?;
+            runs.retain(|e| !traces.contains(&e.trace_id));
+            others
         }
-    }
+    };
     if fire.start {
-        set_status(
-            tx,
-            &pending,
-            ExecutionStatus::Running,
-            None,
-            None,
-            Some(now),
-        )
-        .await?;
+        Move::to(ExecutionStatus::Running)
+            .started(now)
+            .apply(tx, &pending)
+            .await?;
     }
     let mut rows = Vec::with_capacity(pending.len());
     for e in runs.iter_mut().filter(|e| pending.contains(&e.trace_id)) {
@@ -396,6 +359,35 @@ async fn admit_one(
     Ok(Admitted::Run { rows, covered })
 }
 
+/// SKIP beside open runs: the fire's `pending` rows are recorded SKIPPED, naming the runs.
+async fn skip(
+    tx: &mut Tx,
+    runs: &mut Vec<Execution>,
+    pending: &[String],
+    others: &[Execution],
+) -> Result<Admitted, StoreError> {
+    let running: Vec<String> = others.iter().map(|e| e.trace_id.clone()).collect();
+    let why = format!(
+        "not called: the job still runs {} (overlapPolicy SKIP)",
+        running.join(", ")
+    );
+    Move::to(ExecutionStatus::Skipped)
+        .because(&why)
+        .apply(tx, pending)
+        .await?;
+    let rows = runs
+        .iter()
+        .filter(|e| pending.contains(&e.trace_id))
+        .map(|e| Execution {
+            status: ExecutionStatus::Skipped,
+            error_message: Some(why.clone()),
+            ..e.clone()
+        })
+        .collect();
+    runs.retain(|e| !pending.contains(&e.trace_id));
+    Ok(Admitted::Skipped { rows, running })
+}
+
 /// A first attempt of a cron fire recorded ahead of its instant, which has not come: not a
 /// run yet.
 fn claimed_ahead(e: &Execution, now: DateTime<Utc>) -> bool {
@@ -405,29 +397,62 @@ fn claimed_ahead(e: &Execution, now: DateTime<Utc>) -> bool {
         && e.due_time > now
 }
 
-/// Moves the open rows among `traces` to `status`, with the message, finish and start given.
-async fn set_status(
-    tx: &mut Tx,
-    traces: &[String],
+/// A move of open rows to a status, with the message, finish and start it sets.
+struct Move<'a> {
     status: ExecutionStatus,
-    error: Option<&str>,
+    error: Option<&'a str>,
     finished: Option<DateTime<Utc>>,
     started: Option<DateTime<Utc>>,
-) -> Result<u64, StoreError> {
-    let mut q = Sql::new("UPDATE job_execution SET ");
-    let mut set = vec![("status", status.as_str().into())];
-    if let Some(e) = error {
-        set.push(("error_message", e.into()));
+}
+
+impl<'a> Move<'a> {
+    fn to(status: ExecutionStatus) -> Self {
+        Self {
+            status,
+            error: None,
+            finished: None,
+            started: None,
+        }
     }
-    if let Some(f) = finished {
-        set.push(("finish_time", f.into()));
+
+    fn because(self, error: &'a str) -> Self {
+        Self {
+            error: Some(error),
+            ..self
+        }
     }
-    if let Some(s) = started {
-        set.push(("start_time", s.into()));
+
+    fn finished(self, at: DateTime<Utc>) -> Self {
+        Self {
+            finished: Some(at),
+            ..self
+        }
     }
-    q.set(set)
-        .push(" WHERE trace_id IN ")
-        .list(traces.iter())
-        .push(" AND status IN ('PENDING', 'RUNNING')");
-    Ok(tx.execute(q).await?)
+
+    fn started(self, at: DateTime<Utc>) -> Self {
+        Self {
+            started: Some(at),
+            ..self
+        }
+    }
+
+    /// Moves the rows among `traces` that are still open.
+    async fn apply(self, tx: &mut Tx, traces: &[String]) -> Result<u64, StoreError> {
+        let mut set = vec![("status", self.status.as_str().into())];
+        if let Some(e) = self.error {
+            set.push(("error_message", e.into()));
+        }
+        if let Some(f) = self.finished {
+            set.push(("finish_time", f.into()));
+        }
+        if let Some(s) = self.started {
+            set.push(("start_time", s.into()));
+        }
+        let mut q = Sql::new("UPDATE job_execution SET ");
+        q.set(set)
+            .push(" WHERE trace_id IN ")
+            .list(traces.iter())
+            .push(" AND status IN ('PENDING', 'RUNNING')");
+        Ok(tx.execute(q).await?)
+    }
 }

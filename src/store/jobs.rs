@@ -458,81 +458,21 @@ async fn apply_document(db: &Db, apply: &DocumentApply<'_>) -> Result<DocumentOu
         return Err(e.into());
     }
     let mut tx = db.begin().await?;
-    let key = |q: &mut Sql| {
-        q.push(" WHERE data_id = ")
-            .bind(apply.data_id)
-            .push(" AND group_name = ")
-            .bind(apply.group);
-    };
-    // Writing the row first locks it until the commit: a second instance applying the same
-    // push waits here, then finds the hash already set.
-    let mut touch = Sql::new("UPDATE job_document SET checked_at = ");
-    touch.bind(now);
-    key(&mut touch);
-    tx.execute(touch).await?;
-    let mut read = Sql::new("SELECT content_hash, entry_hashes FROM job_document");
-    key(&mut read);
-    let row = &tx.fetch_all(read).await?[0];
-    let (stored_hash, entry_hashes): (String, String) = (row.at(0)?, row.at(1)?);
-    if stored_hash == apply.content_hash {
+    let Some(previous) = compare_document(&mut tx, apply, now).await? else {
         tx.commit().await?;
         return Ok(DocumentOutcome::Unchanged);
-    }
+    };
     // New content: its writes share one revision (unused when nothing changes).
     let revision = next_revision(&mut tx).await?;
-    let previous: HashMap<String, String> = serde_json::from_str(&entry_hashes)
-        .map_err(|e| StoreError::Corrupt(format!("job_document.entry_hashes: {e}")))?;
     let existing: HashMap<String, String> = tx
         .fetch_all(Sql::new("SELECT name, source FROM job_definition"))
         .await?
         .iter()
         .map(|r| Ok((r.at(0)?, r.at(1)?)))
         .collect::<Result<_, StoreError>>()?;
-    let nacos = JobSource::Nacos.as_str();
     let mut changes = DocumentChanges::default();
-    for entry in &apply.document.jobs {
-        let name = entry.spec.name.as_str();
-        match existing.get(name) {
-            None => {
-                insert_job(&mut tx, &entry.spec, Some(apply.actor), now, revision).await?;
-                changes.created.push(name.to_string());
-            }
-            Some(source) if source == nacos && previous.get(name) == Some(&entry.fingerprint) => {}
-            Some(_) => {
-                replace_job(&mut tx, &entry.spec, Some(apply.actor), now, revision).await?;
-                changes.updated.push(name.to_string());
-            }
-        }
-        let mut mark = Sql::new("UPDATE job_definition SET source = ");
-        mark.bind(nacos)
-            .push(" WHERE name = ")
-            .bind(name)
-            .push(" AND source <> ")
-            .bind(nacos);
-        tx.execute(mark).await?;
-    }
-    let named: HashSet<&str> = apply
-        .document
-        .jobs
-        .iter()
-        .map(|j| j.spec.name.as_str())
-        .collect();
-    let mut gone: Vec<&String> = existing
-        .iter()
-        .filter(|(name, source)| *source == nacos && !named.contains(name.as_str()))
-        .map(|(name, _)| name)
-        .collect();
-    gone.sort();
-    for name in gone {
-        let mut q = Sql::new("DELETE FROM job_definition WHERE name = ");
-        q.bind(name);
-        tx.execute(q).await?;
-        tombstone(&mut tx, name, revision, now).await?;
-        changes.deleted.push(name.clone());
-    }
-    if !changes.deleted.is_empty() {
-        prune_tombstones(&mut tx, now).await?;
-    }
+    write_entries(&mut tx, apply, &previous, &existing, revision, &mut changes).await?;
+    delete_unnamed(&mut tx, apply, &existing, revision, &mut changes).await?;
     let hashes: BTreeMap<&str, &str> = apply
         .document
         .jobs
@@ -550,8 +490,111 @@ async fn apply_document(db: &Db, apply: &DocumentApply<'_>) -> Result<DocumentOu
         ),
         ("applied_at", now.into()),
     ]);
-    key(&mut save);
+    document_key(&mut save, apply);
     tx.execute(save).await?;
     tx.commit().await?;
     Ok(DocumentOutcome::Applied(changes))
+}
+
+fn document_key(q: &mut Sql, apply: &DocumentApply<'_>) {
+    q.push(" WHERE data_id = ")
+        .bind(apply.data_id)
+        .push(" AND group_name = ")
+        .bind(apply.group);
+}
+
+/// Locks the document's row and compares its content hash: `None` when this content was
+/// applied already, otherwise the fingerprints of the entries last applied.
+async fn compare_document(
+    tx: &mut Tx,
+    apply: &DocumentApply<'_>,
+    now: DateTime<Utc>,
+) -> Result<Option<HashMap<String, String>>, StoreError> {
+    // Writing the row first locks it until the commit: a second instance applying the same
+    // push waits here, then finds the hash already set.
+    let mut touch = Sql::new("UPDATE job_document SET checked_at = ");
+    touch.bind(now);
+    document_key(&mut touch, apply);
+    tx.execute(touch).await?;
+    let mut read = Sql::new("SELECT content_hash, entry_hashes FROM job_document");
+    document_key(&mut read, apply);
+    let row = &tx.fetch_all(read).await?[0];
+    let (stored_hash, entry_hashes): (String, String) = (row.at(0)?, row.at(1)?);
+    if stored_hash == apply.content_hash {
+        return Ok(None);
+    }
+    serde_json::from_str(&entry_hashes)
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt(format!("job_document.entry_hashes: {e}")))
+}
+
+/// Creates or replaces the jobs the document names (an entry unchanged since the last
+/// applied document is left alone) and marks them `NACOS`.
+async fn write_entries(
+    tx: &mut Tx,
+    apply: &DocumentApply<'_>,
+    previous: &HashMap<String, String>,
+    existing: &HashMap<String, String>,
+    revision: i64,
+    changes: &mut DocumentChanges,
+) -> Result<(), StoreError> {
+    let nacos = JobSource::Nacos.as_str();
+    let now = ms(apply.now);
+    for entry in &apply.document.jobs {
+        let name = entry.spec.name.as_str();
+        match existing.get(name) {
+            None => {
+                insert_job(tx, &entry.spec, Some(apply.actor), now, revision).await?;
+                changes.created.push(name.to_string());
+            }
+            Some(source) if source == nacos && previous.get(name) == Some(&entry.fingerprint) => {}
+            Some(_) => {
+                replace_job(tx, &entry.spec, Some(apply.actor), now, revision).await?;
+                changes.updated.push(name.to_string());
+            }
+        }
+        let mut mark = Sql::new("UPDATE job_definition SET source = ");
+        mark.bind(nacos)
+            .push(" WHERE name = ")
+            .bind(name)
+            .push(" AND source <> ")
+            .bind(nacos);
+        tx.execute(mark).await?;
+    }
+    Ok(())
+}
+
+/// Deletes the `NACOS` jobs the document no longer names (their executions stay).
+async fn delete_unnamed(
+    tx: &mut Tx,
+    apply: &DocumentApply<'_>,
+    existing: &HashMap<String, String>,
+    revision: i64,
+    changes: &mut DocumentChanges,
+) -> Result<(), StoreError> {
+    let nacos = JobSource::Nacos.as_str();
+    let named: HashSet<&str> = apply
+        .document
+        .jobs
+        .iter()
+        .map(|j| j.spec.name.as_str())
+        .collect();
+    let mut gone: Vec<&String> = existing
+        .iter()
+        .filter(|(name, source)| *source == nacos && !named.contains(name.as_str()))
+        .map(|(name, _)| name)
+        .collect();
+    gone.sort();
+    let now = ms(apply.now);
+    for name in gone {
+        let mut q = Sql::new("DELETE FROM job_definition WHERE name = ");
+        q.bind(name);
+        tx.execute(q).await?;
+        tombstone(tx, name, revision, now).await?;
+        changes.deleted.push(name.clone());
+    }
+    if !changes.deleted.is_empty() {
+        prune_tombstones(tx, now).await?;
+    }
+    Ok(())
 }

@@ -1,8 +1,9 @@
 //! Fires claimed ahead of their instant (`scheduler.claim_ahead_millis`, docs/design.md
 //! "Claims written ahead"): the rows exist before the instant, the call goes out at it, and
 //! an edit, a disable, a delete or a cancel before the instant is honoured for a fire that is
-//! already claimed. `kill -9` inside the window: tests/it/kill_restart.rs; ownership moving
-//! inside the window: the cluster suite.
+//! already claimed, whatever the job's overlap policy and whichever instance the change went
+//! through. `kill -9` inside the window: tests/it/kill_restart.rs; ownership moving inside
+//! the window: the cluster suite.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +21,12 @@ backend_tests!(
     a_delete_before_the_instant_withdraws_the_claimed_fire,
     a_cancel_before_the_instant_keeps_the_executor_uncalled,
     a_stopping_instance_still_calls_what_it_claimed,
+    an_edit_through_another_instance_is_honoured_at_the_instant,
+    a_cancel_through_another_instance_keeps_the_handler_from_running,
 );
+
+/// Every overlap policy: a guarded fire is claimed and withdrawn like any other.
+const POLICIES: [&str; 3] = ["ALLOW", "SKIP", "COVER"];
 
 /// The window these tests claim with: wide, so a loaded machine still edits before the
 /// instant.
@@ -53,13 +59,18 @@ fn instant_in(lead: Duration) -> (String, DateTime<Utc>) {
     )
 }
 
-/// Creates `name` firing once, `lead` from now, and waits until that fire is claimed: its
-/// PENDING row exists before the instant. Returns the instant and the row.
-async fn claimed_fire(app: &TestApp, name: &str, lead: Duration) -> (DateTime<Utc>, Value) {
+/// Creates `name` (with `policy`) firing once, `lead` from now, and waits until that fire is
+/// claimed: its PENDING row exists before the instant. Returns the instant and the row.
+async fn claimed_fire(
+    app: &TestApp,
+    name: &str,
+    policy: &str,
+    lead: Duration,
+) -> (DateTime<Utc>, Value) {
     let (cron, at) = instant_in(lead);
     app.create_job(&json!({
         "name": name, "serviceName": "billing", "handler": "invoice", "cron": cron,
-        "jobParams": {"version": 1}
+        "jobParams": {"version": 1}, "overlapPolicy": policy
     }))
     .await;
     let row = eventually(
@@ -146,78 +157,108 @@ async fn every_fire_is_claimed_before_its_instant_and_called_at_it(backend: Back
 
 async fn an_edit_before_the_instant_reaches_the_claimed_fire(backend: Backend) {
     let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
-    let (at, claimed) = claimed_fire(&app, "edited", Duration::from_secs(8)).await;
-    let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
-    let (status, body) = app
-        .put(
-            "/api/v1/jobs/edited",
-            &json!({
-                "name": "edited", "serviceName": "billing", "handler": "invoice", "cron": cron,
-                "jobParams": {"version": 2}
-            }),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    let call = eventually(
+    let mut claimed = Vec::new();
+    for policy in POLICIES {
+        let name = format!("edited-{}", policy.to_lowercase());
+        let (at, row) = claimed_fire(&app, &name, policy, Duration::from_secs(8)).await;
+        claimed.push((name, policy, at, row));
+    }
+    for (name, policy, at, _) in &claimed {
+        let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
+        let (status, body) = app
+            .put(
+                &format!("/api/v1/jobs/{name}"),
+                &json!({
+                    "name": name, "serviceName": "billing", "handler": "invoice", "cron": cron,
+                    "jobParams": {"version": 2}, "overlapPolicy": policy
+                }),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    eventually(
         Duration::from_secs(20),
-        "the edited fire's call",
-        || async { recorder.calls().into_iter().next() },
+        "the edited fires' calls",
+        || async { (recorder.calls().len() >= claimed.len()).then_some(()) },
     )
     .await;
-    past(at).await;
+    past(claimed.iter().map(|c| c.2).max().unwrap()).await;
     let calls = recorder.calls();
-    assert_eq!(calls.len(), 1, "one call for the instant: {calls:?}");
-    assert_eq!(call.body["jobParams"], json!({"version": 2}));
     assert_eq!(
-        call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
-        at
+        calls.len(),
+        claimed.len(),
+        "one call per instant: {calls:?}"
     );
-    let rows = app.executions("edited").await;
-    assert_eq!(rows.len(), 1, "the withdrawn row is gone: {rows:?}");
-    assert_ne!(rows[0]["traceId"], claimed["traceId"]);
-    assert_eq!(rows[0]["traceId"].as_str(), Some(call.trace_id()));
+    for (name, policy, at, row) in &claimed {
+        let call = calls
+            .iter()
+            .find(|c| c.header("x-job-name") == name)
+            .unwrap_or_else(|| panic!("{policy}: no call"));
+        assert_eq!(call.body["jobParams"], json!({"version": 2}), "{policy}");
+        assert_eq!(
+            call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
+            *at
+        );
+        let rows = app.executions(name).await;
+        assert_eq!(
+            rows.len(),
+            1,
+            "{policy}: the withdrawn row is gone: {rows:?}"
+        );
+        assert_ne!(rows[0]["traceId"], row["traceId"]);
+        assert_eq!(rows[0]["traceId"].as_str(), Some(call.trace_id()));
+    }
 }
 
 async fn a_disable_before_the_instant_withdraws_the_claimed_fire(backend: Backend) {
     let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
-    let (at, _) = claimed_fire(&app, "disabled", Duration::from_secs(6)).await;
-    let (status, _) = app
-        .patch("/api/v1/jobs/disabled/enabled?enabled=false")
+    let mut last = None;
+    for policy in POLICIES {
+        let name = format!("disabled-{}", policy.to_lowercase());
+        let (at, _) = claimed_fire(&app, &name, policy, Duration::from_secs(6)).await;
+        let (status, _) = app
+            .patch(&format!("/api/v1/jobs/{name}/enabled?enabled=false"))
+            .await;
+        assert_eq!(status, 200);
+        eventually(
+            Duration::from_secs(10),
+            "the claimed row withdrawn",
+            || async { app.executions(&name).await.is_empty().then_some(()) },
+        )
         .await;
-    assert_eq!(status, 200);
-    eventually(
-        Duration::from_secs(10),
-        "the claimed row withdrawn",
-        || async { app.executions("disabled").await.is_empty().then_some(()) },
-    )
-    .await;
-    past(at).await;
+        last = Some(at);
+    }
+    past(last.unwrap()).await;
     assert!(recorder.calls().is_empty(), "{:?}", recorder.calls());
-    assert!(app.executions("disabled").await.is_empty());
 }
 
 async fn a_delete_before_the_instant_withdraws_the_claimed_fire(backend: Backend) {
     let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
-    let (at, claimed) = claimed_fire(&app, "deleted", Duration::from_secs(6)).await;
-    let (status, _) = app.delete("/api/v1/jobs/deleted").await;
-    assert_eq!(status, 204);
-    let trace = claimed["traceId"].as_str().unwrap().to_string();
-    eventually(
-        Duration::from_secs(10),
-        "the claimed row withdrawn",
-        || async {
-            let (status, _) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
-            (status == 404).then_some(())
-        },
-    )
-    .await;
-    past(at).await;
+    let mut last = None;
+    for policy in POLICIES {
+        let name = format!("deleted-{}", policy.to_lowercase());
+        let (at, claimed) = claimed_fire(&app, &name, policy, Duration::from_secs(6)).await;
+        let (status, _) = app.delete(&format!("/api/v1/jobs/{name}")).await;
+        assert_eq!(status, 204);
+        let trace = claimed["traceId"].as_str().unwrap().to_string();
+        eventually(
+            Duration::from_secs(10),
+            "the claimed row withdrawn",
+            || async {
+                let (status, _) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+                (status == 404).then_some(())
+            },
+        )
+        .await;
+        last = Some(at);
+    }
+    past(last.unwrap()).await;
     assert!(recorder.calls().is_empty(), "{:?}", recorder.calls());
 }
 
 async fn a_cancel_before_the_instant_keeps_the_executor_uncalled(backend: Backend) {
     let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
-    let (at, claimed) = claimed_fire(&app, "cancelled", Duration::from_secs(6)).await;
+    let (at, claimed) = claimed_fire(&app, "cancelled", "ALLOW", Duration::from_secs(6)).await;
     let trace = claimed["traceId"].as_str().unwrap();
     let (status, body) = app
         .post(
@@ -240,7 +281,7 @@ async fn a_cancel_before_the_instant_keeps_the_executor_uncalled(backend: Backen
 
 async fn a_stopping_instance_still_calls_what_it_claimed(backend: Backend) {
     let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
-    let (at, claimed) = claimed_fire(&app, "at-shutdown", Duration::from_secs(5)).await;
+    let (at, claimed) = claimed_fire(&app, "at-shutdown", "SKIP", Duration::from_secs(5)).await;
     let store = app.store.clone();
     // SIGTERM before the instant: the drain (30 s grace) still calls at the instant.
     app.stop().await;
@@ -254,4 +295,108 @@ async fn a_stopping_instance_still_calls_what_it_claimed(backend: Backend) {
         .unwrap()
         .unwrap();
     assert_eq!(row.status, jobflow::jobs::ExecutionStatus::Success);
+}
+
+/// An edit through another instance, which the claiming instance's engine has not reloaded
+/// yet (it polls the job revision once a minute here): the fire claimed under the old
+/// definition is withdrawn at its instant and fired under the new one, so the call made for
+/// an instant after the edit was answered carries the new definition.
+async fn an_edit_through_another_instance_is_honoured_at_the_instant(backend: Backend) {
+    let recorder = Recorder::start().await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = recorder.addr.clone();
+    let claimer = TestApp::spawn_with(db.clone(), move |s| {
+        s.executors.static_ = static_executors("billing", &[addr]);
+        s.scheduler.claim_ahead_millis = WINDOW_MILLIS;
+        s.scheduler.job_refresh_millis = 60_000.try_into().unwrap();
+    })
+    .await;
+    // The other instance owns every job too (standalone), but fires nothing: its schedule
+    // holds nothing claimable before the claimer's claims.
+    let other = TestApp::spawn_with(db, |s| {
+        s.scheduler.claim_ahead_millis = 0;
+    })
+    .await;
+    let (at, claimed) =
+        claimed_fire(&claimer, "remote-edit", "ALLOW", Duration::from_secs(6)).await;
+    let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
+    let (status, body) = other
+        .put(
+            "/api/v1/jobs/remote-edit",
+            &json!({"name": "remote-edit", "serviceName": "billing", "handler": "invoice",
+                "cron": cron, "jobParams": {"version": 2}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let call = eventually(Duration::from_secs(20), "the fire's call", || async {
+        recorder.calls().into_iter().next()
+    })
+    .await;
+    past(at).await;
+    assert_eq!(recorder.calls().len(), 1, "{:?}", recorder.calls());
+    assert_eq!(call.body["jobParams"], json!({"version": 2}));
+    assert_eq!(
+        call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
+        at
+    );
+    assert_ne!(call.trace_id(), claimed["traceId"].as_str().unwrap());
+}
+
+/// A cancel through another instance of a fire claimed ahead here: the claimer calls at the
+/// instant without reading the row, but the executor was asked to cancel first and remembers
+/// it, so the handler never runs.
+async fn a_cancel_through_another_instance_keeps_the_handler_from_running(backend: Backend) {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    let executor = jobflow_executor::JobExecutor::without_signatures()
+        .handler("invoice", move |_ctx: jobflow_executor::JobContext| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                jobflow_executor::JobResult::success("ran")
+            }
+        })
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, executor).await });
+    let db = Arc::new(TestDb::create(backend).await);
+    let planned = addr.clone();
+    let claimer = TestApp::spawn_with(db.clone(), move |s| {
+        s.executors.static_ = static_executors("billing", &[planned]);
+        s.scheduler.claim_ahead_millis = WINDOW_MILLIS;
+    })
+    .await;
+    let other = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("billing", &[addr]);
+        s.scheduler.claim_ahead_millis = 0;
+    })
+    .await;
+    let (at, claimed) =
+        claimed_fire(&claimer, "remote-cancel", "ALLOW", Duration::from_secs(6)).await;
+    let trace = claimed["traceId"].as_str().unwrap();
+    let (status, body) = other
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "CANCELLED");
+    past(at).await;
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the handler never ran"
+    );
+    let row = claimer
+        .execution_in(trace, "CANCELLED", Duration::ZERO)
+        .await;
+    assert!(
+        row["errorMessage"]
+            .as_str()
+            .unwrap()
+            .starts_with("cancelled"),
+        "{row}"
+    );
 }

@@ -67,6 +67,20 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// Runs `sql` on the test's database directly (to damage or inspect what the store wrote).
+    pub async fn execute(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        if self.url.starts_with("sqlite:") {
+            let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+        } else {
+            let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Some(name) = self.mysql_name.take() else {

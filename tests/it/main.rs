@@ -30,4 +30,5 @@ mod protocol_docs;
 mod proxy;
 mod retention;
 mod run_policies;
+mod slow_stops;
 mod store_contract;

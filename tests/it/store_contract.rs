@@ -32,7 +32,11 @@ backend_tests!(
     execution_search_counts_up_to_the_cap,
     a_lease_guards_its_row_and_hands_over_once,
     a_failure_and_its_retry_are_written_together,
-    stale_rows_are_paged_by_key
+    stale_rows_are_paged_by_key,
+    children_are_written_once_with_the_success_that_completes_their_fire,
+    a_running_row_without_a_start_is_swept,
+    an_unreadable_row_is_passed_over_not_fatal,
+    guarded_fires_are_judged_under_their_job
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -543,4 +547,310 @@ async fn stale_rows_are_paged_by_key(backend: Backend) {
         s.pending_before(base, None, 10).await.unwrap().is_empty(),
         "only rows due before the bound"
     );
+}
+
+async fn create(s: &std::sync::Arc<dyn store::Store>, body: serde_json::Value) -> i64 {
+    let req: JobRequest = serde_json::from_value(body).unwrap();
+    let spec = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap();
+    s.create_job(&spec, None, Utc::now())
+        .await
+        .unwrap()
+        .revision
+}
+
+fn success() -> Transition {
+    Transition {
+        finish_time: Some(Utc::now()),
+        ..Transition::to(
+            &[ExecutionStatus::Pending, ExecutionStatus::Running],
+            ExecutionStatus::Success,
+        )
+    }
+}
+
+/// A child planned for `parent_fire` over `ranges`, as a completing SUCCESS carries it.
+fn child_trigger(parent_fire: &str, ranges: &[(u32, u32)]) -> store::ChildTrigger {
+    let rows = ranges
+        .iter()
+        .map(|&(start, end)| NewExecution {
+            execution_id: jobflow::jobs::child_execution_id("child", parent_fire, start, end),
+            trigger_type: TriggerType::Child,
+            shard_count: 4,
+            ..row("child", Utc::now(), start, end)
+        })
+        .collect();
+    store::ChildTrigger {
+        parent_job: "parent".into(),
+        parent_fire: parent_fire.into(),
+        rows,
+    }
+}
+
+/// Children are triggered by the SUCCESS that completes a fire, in its transaction, once: a
+/// SUCCESS of one range of two triggers nothing; the second range's, planned over another
+/// executor count (other child ranges), triggers them; a later re-run's SUCCESS does not
+/// trigger them again.
+async fn children_are_written_once_with_the_success_that_completes_their_fire(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 8, 0, 0).unwrap();
+    let FireOutcome::Recorded(ranges) = s
+        .record_fire(
+            None,
+            &[row("parent", fire, 0, 4), row("parent", fire, 5, 9)],
+        )
+        .await
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    let key = jobflow::jobs::fire_key(&ranges[0].execution_id).to_string();
+    let with_children = |plan: &[(u32, u32)]| Transition {
+        lock_job: Some("parent".into()),
+        children: Some(child_trigger(&key, plan)),
+        ..success()
+    };
+    let first = s
+        .transition(&ranges[0].trace_id, &with_children(&[(0, 3)]))
+        .await
+        .unwrap();
+    assert_eq!(first, Applied::yes(), "one range of two: no children yet");
+    let second = s
+        .transitions(&[(ranges[1].trace_id.clone(), with_children(&[(0, 1), (2, 3)]))])
+        .await
+        .unwrap();
+    let Applied::Yes(follow) = &second[0] else {
+        panic!("{second:?}")
+    };
+    assert_eq!(
+        follow.children.len(),
+        2,
+        "the completing SUCCESS triggers the child"
+    );
+    for child in &follow.children {
+        assert_eq!(
+            Some(child),
+            s.get_execution(&child.trace_id).await.unwrap().as_ref()
+        );
+        assert_eq!(child.status, ExecutionStatus::Pending);
+    }
+    // A re-run of a range completes the fire again: the child is not triggered twice.
+    let FireOutcome::Recorded(rerun) = s
+        .record_fire(
+            None,
+            &[NewExecution {
+                execution_id: jobflow::jobs::rerun_execution_id(&ranges[0].execution_id, "x1"),
+                retry_count: 1,
+                ..row("parent", fire, 0, 4)
+            }],
+        )
+        .await
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    let again = s
+        .transition(&rerun[0].trace_id, &with_children(&[(0, 3)]))
+        .await
+        .unwrap();
+    assert_eq!(again, Applied::yes());
+    let children = s
+        .list_executions("child", None, store::PageRequest { page: 0, size: 10 })
+        .await
+        .unwrap();
+    assert_eq!(children.total, 2, "{:?}", children.items);
+}
+
+/// A RUNNING row written without a start (an older version did, for failovers and notes) is
+/// still found by the sweep, counted from its due time.
+async fn a_running_row_without_a_start_is_swept(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let due = Utc.with_ymd_and_hms(2024, 5, 1, 9, 0, 0).unwrap();
+    let r = row("j", due, 0, 9);
+    s.record_fire(None, std::slice::from_ref(&r)).await.unwrap();
+    let no_start = Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running);
+    assert!(
+        s.transition(&r.trace_id, &no_start)
+            .await
+            .unwrap()
+            .applied()
+    );
+    let swept = s
+        .running_before(due + Duration::minutes(1), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(swept.len(), 1);
+    assert_eq!(swept[0].as_ref().unwrap().trace_id, r.trace_id);
+    assert!(s.running_before(due, None, 10).await.unwrap().is_empty());
+}
+
+/// A row that does not read (here a trigger type a newer version wrote) is returned as
+/// unreadable with its place in the sweep; the rows after it are still swept.
+async fn an_unreadable_row_is_passed_over_not_fatal(backend: Backend) {
+    let (db, s) = open(backend).await;
+    let due = Utc.with_ymd_and_hms(2024, 5, 1, 10, 0, 0).unwrap();
+    let rows: Vec<NewExecution> = (0..3)
+        .map(|i| row(&format!("j{i}"), due + Duration::seconds(i), 0, 9))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    db.execute("UPDATE job_execution SET trigger_type = 'FROM_THE_FUTURE' WHERE job_name = 'j1'")
+        .await;
+    let page = s
+        .pending_before(due + Duration::minutes(1), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 3);
+    assert_eq!(page[0].as_ref().unwrap().job_name, "j0");
+    let bad = page[1].as_ref().unwrap_err();
+    assert_eq!(bad.trace_id, rows[1].trace_id);
+    assert_eq!(bad.key, due + Duration::seconds(1));
+    assert!(bad.error.contains("trigger_type"), "{}", bad.error);
+    assert_eq!(page[2].as_ref().unwrap().job_name, "j2");
+}
+
+/// `job`'s cron fire at `at`, claimed and recorded.
+async fn claimed(
+    s: &std::sync::Arc<dyn store::Store>,
+    job: &str,
+    at: chrono::DateTime<Utc>,
+) -> Vec<Execution> {
+    let claim = FireClaim {
+        job_name: job.into(),
+        fire_time: at,
+        scheduler_instance: "127.0.0.1:8080".into(),
+        claimed_at: at,
+    };
+    match s
+        .record_fire(Some(&claim), &[row(job, at, 0, 9)])
+        .await
+        .unwrap()
+    {
+        FireOutcome::Recorded(rows) => rows,
+        FireOutcome::AlreadyFired => unreachable!("{job} {at} fired twice"),
+    }
+}
+
+/// Guarded fires are judged at their instant under their job's lock: a fire of a job edited,
+/// disabled or deleted since it was planned is withdrawn (its claim and rows deleted); under
+/// SKIP a fire beside an open run is recorded SKIPPED, naming the run; under COVER the open
+/// run is cancelled and returned to be stopped; a claimed fire not due yet is not a run.
+async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let body = |name: &str, policy: &str| {
+        serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
+            "cron": "* * * * * ?", "overlapPolicy": policy})
+    };
+    let skip_rev = create(&s, body("skip", "SKIP")).await;
+    create(&s, body("cover", "COVER")).await;
+    let now = Utc.with_ymd_and_hms(2024, 5, 1, 11, 0, 0).unwrap();
+    let guarded = |job: &str, policy, revision, rows: &Vec<Execution>| store::GuardedFire {
+        job: job.into(),
+        revision,
+        policy,
+        rows: rows.clone(),
+        withdrawal: store::Withdrawal {
+            instance: "127.0.0.1:8080".into(),
+            job: job.into(),
+            claimed: Some(rows[0].fire_time),
+            traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
+        },
+        scheduled: true,
+        start: true,
+    };
+    use jobflow::jobs::OverlapPolicy::{Cover, Skip};
+    // The first fire of each runs; a fire claimed for a later instant is not a run.
+    let (first, later) = (
+        claimed(&s, "skip", now).await,
+        claimed(&s, "skip", now + Duration::seconds(2)).await,
+    );
+    let cover_first = claimed(&s, "cover", now).await;
+    let admitted = s
+        .admit(
+            &[
+                guarded("skip", Skip, Some(skip_rev), &first),
+                guarded("cover", Cover, None, &cover_first),
+            ],
+            now,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted[0], store::Admitted::Run { rows, covered } if rows[0].status == ExecutionStatus::Running && covered.is_empty()),
+        "{admitted:?}"
+    );
+    assert!(matches!(&admitted[1], store::Admitted::Run { covered, .. } if covered.is_empty()));
+    // The next instant: SKIP skips beside the running first fire, COVER cancels it.
+    let (skip_next, cover_next) = (
+        claimed(&s, "skip", now + Duration::seconds(1)).await,
+        claimed(&s, "cover", now + Duration::seconds(1)).await,
+    );
+    let t1 = now + Duration::seconds(1);
+    let admitted = s
+        .admit(
+            &[
+                guarded("skip", Skip, None, &skip_next),
+                guarded("cover", Cover, None, &cover_next),
+            ],
+            t1,
+        )
+        .await
+        .unwrap();
+    let store::Admitted::Skipped { rows, running } = &admitted[0] else {
+        panic!("{admitted:?}")
+    };
+    assert_eq!(
+        running,
+        &vec![first[0].trace_id.clone()],
+        "the fire claimed for later is no run"
+    );
+    assert_eq!(rows[0].status, ExecutionStatus::Skipped);
+    let stored = s
+        .get_execution(&skip_next[0].trace_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, ExecutionStatus::Skipped);
+    assert!(stored.error_message.unwrap().contains(&first[0].trace_id));
+    let store::Admitted::Run { covered, .. } = &admitted[1] else {
+        panic!("{admitted:?}")
+    };
+    assert_eq!(covered[0].trace_id, cover_first[0].trace_id);
+    let cancelled = s
+        .get_execution(&cover_first[0].trace_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cancelled.status, ExecutionStatus::Cancelled);
+    // The later SKIP fire was planned under revision `skip_rev`; the job changes: withdrawn.
+    s.set_job_enabled("skip", false, None, Utc::now())
+        .await
+        .unwrap();
+    let admitted = s
+        .admit(
+            &[guarded("skip", Skip, Some(skip_rev), &later)],
+            now + Duration::seconds(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(admitted, [store::Admitted::Withdrawn]);
+    assert_eq!(
+        s.get_execution(&later[0].trace_id).await.unwrap(),
+        None,
+        "its row is deleted"
+    );
+    assert_eq!(
+        s.last_fire_time("skip").await.unwrap(),
+        Some(now + Duration::seconds(1)),
+        "its claim too"
+    );
+    // A deleted job's fire is withdrawn too, never inserted.
+    let orphan = claimed(&s, "cover", now + Duration::seconds(3)).await;
+    s.delete_job("cover", Utc::now()).await.unwrap();
+    let admitted = s
+        .admit(
+            &[guarded("cover", Cover, None, &orphan)],
+            now + Duration::seconds(3),
+        )
+        .await
+        .unwrap();
+    assert_eq!(admitted, [store::Admitted::Withdrawn]);
 }

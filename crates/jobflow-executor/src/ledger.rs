@@ -174,8 +174,8 @@ impl Ledger {
 
     /// Forgets the oldest finished entries the [`Keep`] no longer holds.
     fn forget(&mut self, now: DateTime<Utc>) {
-        let horizon =
-            now - chrono::Duration::from_std(self.keep.for_at_least).unwrap_or(chrono::Duration::MAX);
+        let horizon = now
+            - chrono::Duration::from_std(self.keep.for_at_least).unwrap_or(chrono::Duration::MAX);
         while let Some((_, finished_at)) = self.finished.front() {
             let held = self.finished.len();
             let expired = held > self.keep.at_least && *finished_at < horizon;
@@ -274,7 +274,11 @@ mod tests {
         let _later = run(&mut ledger, "f");
         ledger.finish("f", JobResult::success("f"), at(63));
         assert_eq!(ledger.len(), 4);
-        assert_eq!(ledger.remembered_since(), at(2), "what finished after 2 is remembered");
+        assert_eq!(
+            ledger.remembered_since(),
+            at(2),
+            "what finished after 2 is remembered"
+        );
         assert_eq!(ledger.state("c"), None);
         assert_eq!(ledger.state("a"), None);
         assert_eq!(
@@ -333,10 +337,16 @@ mod tests {
     fn cancellation_signals_the_run_once() {
         let mut ledger = ledger(10);
         let (mut stop, _done) = run(&mut ledger, "t");
-        assert!(matches!(ledger.cancel("t", at(1)), Cancellation::Stopping(_)));
+        assert!(matches!(
+            ledger.cancel("t", at(1)),
+            Cancellation::Stopping(_)
+        ));
         assert_eq!(stop.try_recv(), Ok(()));
         // A second request waits for the same stop.
-        assert!(matches!(ledger.cancel("t", at(1)), Cancellation::Stopping(_)));
+        assert!(matches!(
+            ledger.cancel("t", at(1)),
+            Cancellation::Stopping(_)
+        ));
         ledger.finish("t", JobResult::cancelled(), at(2));
         assert!(matches!(ledger.cancel("t", at(3)), Cancellation::Finished));
         assert_eq!(ledger.state("t"), Some((ExecutionState::Cancelled, None)));
@@ -345,7 +355,10 @@ mod tests {
     #[test]
     fn a_call_cancelled_before_it_arrives_never_runs() {
         let mut ledger = ledger(10);
-        assert!(matches!(ledger.cancel("early", at(1)), Cancellation::Finished));
+        assert!(matches!(
+            ledger.cancel("early", at(1)),
+            Cancellation::Finished
+        ));
         assert_eq!(
             ledger.state("early"),
             Some((ExecutionState::Cancelled, None))

@@ -200,10 +200,7 @@ impl JobExecutor {
             secret: secret.map(Arc::new),
             path_prefix: "/internal/job".into(),
             handlers: HashMap::new(),
-            ledger: Arc::new(Mutex::new(ledger::Ledger::new(
-                Keep::default(),
-                started_at,
-            ))),
+            ledger: Arc::new(Mutex::new(ledger::Ledger::new(Keep::default(), started_at))),
             started_at,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))

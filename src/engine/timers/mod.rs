@@ -1,0 +1,331 @@
+//! The owned jobs' next fire times, in one ordered queue (SPEC §5). Pure logic: the engine
+//! loop feeds it the owned jobs and the clock and gets back the fires that are due, so every
+//! rule here is tested without real time passing.
+//!
+//! Misfire rules, applied both when a job is gained (start-up, failover, rebalance) and when
+//! the loop wakes late, to the scheduled instants not yet fired:
+//! - every instant late by at most `tolerance` is fired, whatever the policy: it is late, not
+//!   missed (a busy second, or a failover that took two seconds, loses no fire);
+//! - of the instants older than that, only the latest counts ("fire once"): fired for
+//!   FIRE_ONCE_NOW when it is at most `threshold` old, otherwise skipped.
+//!
+//! On gain, only instants newer than the job's last recorded fire (the previous owner made
+//! it) and newer than the moment it was last enabled (a fire scheduled while the job was
+//! disabled is not owed) are owed; other edits do not cancel a catch-up. When an owned job is
+//! changed, the new definition's instants from the old schedule's next instant on are owed
+//! under the same rules, so an edit landing just before (or around) a fire never loses it.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::jobs::{ByName, JobDefinition, MisfirePolicy};
+
+#[derive(Debug, Clone, Copy)]
+pub struct MisfireRules {
+    pub tolerance: Duration,
+    pub threshold: Duration,
+}
+
+/// A fire the engine must dispatch now.
+#[derive(Debug, Clone)]
+pub struct DueFire {
+    pub job: Arc<JobDefinition>,
+    pub fire_time: DateTime<Utc>,
+    /// Fired late beyond the tolerance (caught up under FIRE_ONCE_NOW).
+    pub misfire: bool,
+}
+
+/// A scheduled instant that was not fired, and why it is not owed any more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedFire {
+    pub job: String,
+    pub fire_time: DateTime<Utc>,
+}
+
+#[derive(Debug, Default)]
+pub struct Step {
+    pub due: Vec<DueFire>,
+    pub skipped: Vec<SkippedFire>,
+    pub gained: usize,
+    pub lost: usize,
+}
+
+/// The queue and the index hold the same definition of a job (replaced in both on a change),
+/// so one generation of definitions lives.
+#[derive(Default)]
+pub struct FireSchedule {
+    /// `(next instant, job)`, earliest first.
+    queue: BTreeSet<(DateTime<Utc>, ByName)>,
+    /// Every owned job and its next instant (`None`: it never fires again).
+    entries: HashMap<ByName, Option<DateTime<Utc>>>,
+}
+
+impl FireSchedule {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn contains(&self, job: &str) -> bool {
+        self.entries.contains_key(job)
+    }
+
+    /// The earliest next fire of any owned job.
+    pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        self.queue.first().map(|(t, _)| *t)
+    }
+
+    /// Makes `owned` the scheduled set (a full sync: start-up, membership changes). Gained
+    /// jobs get the misfire catch-up; changed jobs are rescheduled from `now`; lost jobs are
+    /// dropped.
+    pub fn sync(
+        &mut self,
+        owned: impl IntoIterator<Item = Arc<JobDefinition>>,
+        now: DateTime<Utc>,
+        rules: MisfireRules,
+        last_fired: &HashMap<String, DateTime<Utc>>,
+    ) -> Step {
+        let owned: Vec<Arc<JobDefinition>> = owned.into_iter().collect();
+        let names: HashSet<&str> = owned.iter().map(|j| j.name().as_str()).collect();
+        let lost: Vec<String> = self
+            .entries
+            .keys()
+            .filter(|k| !names.contains(k.name()))
+            .map(|k| k.name().to_string())
+            .collect();
+        drop(names);
+        self.apply(owned, &lost, now, rules, last_fired)
+    }
+
+    /// Applies the jobs that changed (an incremental reload), leaving every other entry as it
+    /// is: each job of `owned` is scheduled under the same rules as in [`Self::sync`] (gained,
+    /// changed or unchanged), each job named in `not_owned` (deleted, disabled, owned
+    /// elsewhere) is dropped. Costs what the changes cost, whatever the number of jobs.
+    pub fn apply(
+        &mut self,
+        owned: impl IntoIterator<Item = Arc<JobDefinition>>,
+        not_owned: &[impl AsRef<str>],
+        now: DateTime<Utc>,
+        rules: MisfireRules,
+        last_fired: &HashMap<String, DateTime<Utc>>,
+    ) -> Step {
+        let mut step = Step::default();
+        for name in not_owned {
+            if self.remove(name.as_ref()) {
+                step.lost += 1;
+            }
+        }
+        for job in owned {
+            self.schedule(job, now, rules, last_fired, &mut step);
+        }
+        step
+    }
+
+    /// Schedules an owned job: adopts an unchanged definition, reschedules a changed one,
+    /// catches up a gained one.
+    fn schedule(
+        &mut self,
+        job: Arc<JobDefinition>,
+        now: DateTime<Utc>,
+        rules: MisfireRules,
+        last_fired: &HashMap<String, DateTime<Utc>>,
+        step: &mut Step,
+    ) {
+        let name = job.name().as_str();
+        match self.entries.get_key_value(name) {
+            Some((k, _)) if Arc::ptr_eq(&k.0, &job) => {}
+            Some((k, &next)) if k.0.revision == job.revision && k.0.spec == job.spec => {
+                // Adopt this load's copy, so only one generation of definitions lives.
+                self.remove(name);
+                self.put(job, next);
+            }
+            Some((_, prev)) => {
+                // Changed: the new definition's instants from the old schedule's next
+                // (not yet fired) instant up to now are owed under the misfire rules, so
+                // an edit landing around a fire never loses it.
+                let after = prev.map_or(now, |n| n - Duration::milliseconds(1));
+                self.remove(name);
+                if after < now {
+                    owed(&job, after, now, rules, step);
+                }
+                self.insert(job, now);
+            }
+            None => {
+                step.gained += 1;
+                let after = match last_fired.get(name) {
+                    Some(last) => job.enabled_since.max(*last),
+                    None => job.enabled_since,
+                };
+                owed(&job, after, now, rules, step);
+                // A fire the previous owner claimed ahead of its instant is its to call:
+                // this schedule starts after it.
+                self.insert(job, after.max(now));
+            }
+        }
+    }
+
+    /// Pops up to `limit` jobs whose next fire is at or before `now` (call again while
+    /// `has_due` says more are waiting).
+    #[cfg(test)]
+    pub fn take_due(&mut self, now: DateTime<Utc>, rules: MisfireRules, limit: usize) -> Step {
+        self.take_ahead(now, now, rules, limit)
+    }
+
+    /// Pops up to `limit` jobs whose next fire is at or before `horizon` (at or after `now`),
+    /// so their fires can be claimed before their instant. Instants in the future are on
+    /// time by definition; the misfire rules judge past ones against `now`. A job whose next
+    /// instants all fall within the window yields each of them.
+    pub fn take_ahead(
+        &mut self,
+        now: DateTime<Utc>,
+        horizon: DateTime<Utc>,
+        rules: MisfireRules,
+        limit: usize,
+    ) -> Step {
+        debug_assert!(horizon >= now, "the window looks ahead");
+        let mut step = Step::default();
+        // `limit` counts fires; a job's fires are taken together, so a step can exceed it
+        // by the instants of its last job.
+        while let Some((t, _)) = self.queue.first() {
+            if *t > horizon || step.due.len() >= limit {
+                break;
+            }
+            let (scheduled, key) = self.queue.pop_first().expect("non-empty queue");
+            let Some(next) = self.entries.get_mut(key.name()) else {
+                continue;
+            };
+            let job = key.0.clone();
+            let (cron, tz) = (&job.spec.cron, job.spec.timezone.tz());
+            let following = cron.next_after(scheduled, tz);
+            if following.is_none_or(|f| f > now) && now - scheduled <= rules.tolerance {
+                // The common case: exactly this instant is due, on time. One cron search.
+                *next = following;
+                step.due.push(DueFire {
+                    job: job.clone(),
+                    fire_time: scheduled,
+                    misfire: false,
+                });
+            } else {
+                *next = cron.next_after(now, tz);
+                owed(
+                    &job,
+                    scheduled - Duration::milliseconds(1),
+                    now,
+                    rules,
+                    &mut step,
+                );
+            }
+            if let Some(n) = *next {
+                self.queue.insert((n, key));
+            }
+        }
+        step
+    }
+
+    /// Whether some job's next fire is at or before `at`.
+    pub fn has_due(&self, at: DateTime<Utc>) -> bool {
+        self.queue.first().is_some_and(|(t, _)| *t <= at)
+    }
+
+    /// Moves `job`'s next instant back to `at` when `at` is earlier: its fires from `at` on
+    /// were taken but withdrawn before they were called, and are owed again (under the job's
+    /// current definition once [`sync`](Self::sync) sees an edit).
+    pub fn rewind(&mut self, job: &str, at: DateTime<Utc>) {
+        let Some((key, &next)) = self.entries.get_key_value(job) else {
+            return;
+        };
+        if next.is_some_and(|n| n <= at) {
+            return;
+        }
+        let job = key.0.clone();
+        self.remove(job.name().as_str());
+        self.put(job, Some(at));
+    }
+
+    fn insert(&mut self, job: Arc<JobDefinition>, now: DateTime<Utc>) {
+        let next = job.spec.cron.next_after(now, job.spec.timezone.tz());
+        self.put(job, next);
+    }
+
+    fn put(&mut self, job: Arc<JobDefinition>, next: Option<DateTime<Utc>>) {
+        if let Some(n) = next {
+            self.queue.insert((n, ByName(job.clone())));
+        }
+        self.entries.insert(ByName(job), next);
+    }
+
+    /// Drops a job's entry; `true` when it had one.
+    fn remove(&mut self, name: &str) -> bool {
+        let Some((key, next)) = self.entries.remove_entry(name) else {
+            return false;
+        };
+        if let Some(n) = next {
+            self.queue.remove(&(n, key));
+        }
+        true
+    }
+}
+
+/// The fires owed for `job`'s instants from `from` up to `now` under the misfire rules, for a
+/// job this schedule does not hold (see `Engine::reload`).
+pub fn owed_from(
+    job: &Arc<JobDefinition>,
+    from: DateTime<Utc>,
+    now: DateTime<Utc>,
+    rules: MisfireRules,
+) -> Step {
+    let mut step = Step::default();
+    owed(job, from - Duration::milliseconds(1), now, rules, &mut step);
+    step
+}
+
+/// Adds the fires owed for `job`'s instants in `(after, now]` under the misfire rules.
+fn owed(
+    job: &Arc<JobDefinition>,
+    after: DateTime<Utc>,
+    now: DateTime<Utc>,
+    rules: MisfireRules,
+    step: &mut Step,
+) {
+    let (cron, tz) = (&job.spec.cron, job.spec.timezone.tz());
+    let on_time_from = now - rules.tolerance;
+    // The latest instant that is more than `tolerance` late: at most one such fire is owed.
+    // (Skipped on the common path, a wake-up right at the scheduled instant.)
+    let late = (after < on_time_from)
+        .then(|| cron.latest_at_or_before(on_time_from - Duration::milliseconds(1), tz))
+        .flatten();
+    if let Some(late) = late.filter(|l| *l > after) {
+        if now - late <= rules.threshold && job.spec.misfire_policy == MisfirePolicy::FireOnceNow {
+            step.due.push(DueFire {
+                job: job.clone(),
+                fire_time: late,
+                misfire: true,
+            });
+        } else {
+            step.skipped.push(SkippedFire {
+                job: job.name().to_string(),
+                fire_time: late,
+            });
+        }
+    }
+    // Every instant within the tolerance, oldest first.
+    let mut cursor = after.max(on_time_from - Duration::milliseconds(1));
+    while let Some(t) = cron.next_after(cursor, tz).filter(|t| *t <= now) {
+        if t > after {
+            step.due.push(DueFire {
+                job: job.clone(),
+                fire_time: t,
+                misfire: false,
+            });
+        }
+        cursor = t;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+//! State changes of execution rows: every change is a compare-and-set ([`Transition`]) from
+//! the states it may start from, and may carry what it earns (a retry, children), written
+//! in the same transaction when it applies ([`Applied`]).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::jobs::{Execution, ExecutionStatus, NewExecution};
+
+/// Child jobs to trigger when a SUCCESS completes its fire (see [`Transition::children`]).
+#[derive(Debug, Clone)]
+pub struct ChildTrigger {
+    /// The parent's job and the [`fire_key`](crate::jobs::fire_key) of its fire.
+    pub parent_job: String,
+    pub parent_fire: String,
+    /// The rows of every child, planned by the caller; their execution ids derive from the
+    /// parent fire, one set per child.
+    pub rows: Vec<NewExecution>,
+}
+
+/// A compare-and-set status change: applied only while the row is in one of `from` (and, when
+/// given, still held by `held_by` for the lease that began at `held_since`).
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub from: &'static [ExecutionStatus],
+    pub to: ExecutionStatus,
+    /// Guard: the row's `scheduler_instance` and `due_time` are still these (the lease of a
+    /// PENDING row; see `dispatch`). Only single-row `transition` honours guards.
+    pub held_by: Option<(String, DateTime<Utc>)>,
+    /// Hands the row to another holder: new `scheduler_instance` and `due_time`.
+    pub hand_to: Option<(String, DateTime<Utc>)>,
+    pub executor_instance: Option<String>,
+    pub start_time: Option<DateTime<Utc>>,
+    pub finish_time: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i64>,
+    pub result_message: Option<String>,
+    pub error_message: Option<String>,
+    /// Inserted in the same transaction when this transition applies: the retry a failure
+    /// earns is never lost between the failure and its row.
+    pub retry: Option<NewExecution>,
+    /// The job whose row is locked first, so that this change and the admission of the job's
+    /// guarded fires (or the completion of its fires) are decided one after the other: set
+    /// for jobs with an overlap policy or child jobs.
+    pub lock_job: Option<String>,
+    /// For a SUCCESS: the children to insert, in the same transaction, when it completes its
+    /// fire (every range of the fire has a SUCCESS) and no child rows of the fire exist yet.
+    pub children: Option<ChildTrigger>,
+}
+
+impl Transition {
+    pub fn to(from: &'static [ExecutionStatus], to: ExecutionStatus) -> Self {
+        Self {
+            from,
+            to,
+            held_by: None,
+            hand_to: None,
+            executor_instance: None,
+            start_time: None,
+            finish_time: None,
+            duration_ms: None,
+            result_message: None,
+            error_message: None,
+            retry: None,
+            lock_job: None,
+            children: None,
+        }
+    }
+
+    /// PENDING to RUNNING: the call to `executor` goes out at `at`. Every move into RUNNING
+    /// names its executor and start, which is what compensation reads.
+    pub fn started(executor: String, at: DateTime<Utc>) -> Self {
+        Self {
+            executor_instance: Some(executor),
+            start_time: Some(at),
+            ..Self::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
+        }
+    }
+}
+
+/// What a transition that applied brought with it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Follow {
+    /// The retry row it inserted.
+    pub retry: Option<Box<Execution>>,
+    /// The child rows it inserted (its fire completed).
+    pub children: Vec<Execution>,
+}
+
+/// What one transition of a batch came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// The row was not in a `from` state: someone else decided it.
+    No,
+    Yes(Follow),
+}
+
+impl Applied {
+    pub fn applied(&self) -> bool {
+        matches!(self, Self::Yes(_))
+    }
+
+    pub fn yes() -> Self {
+        Self::Yes(Follow::default())
+    }
+}
+
+/// The winning moves of a batch, one per row: a row that moves more than once ends in its
+/// last move's status, and each column takes the last value any of its moves set (what
+/// applying them one by one would leave). Guards, retries and children play no part in
+/// setting.
+pub fn fold_moves(winners: &[&(String, Transition)]) -> Vec<(String, Transition)> {
+    let mut order: Vec<(String, Transition)> = Vec::with_capacity(winners.len());
+    let mut at: HashMap<&str, usize> = HashMap::with_capacity(winners.len());
+    for (trace, t) in winners.iter().map(|w| (&w.0, &w.1)) {
+        let next = Transition {
+            held_by: None,
+            retry: None,
+            lock_job: None,
+            children: None,
+            ..t.clone()
+        };
+        match at.get(trace.as_str()) {
+            Some(&i) => {
+                let prev = &mut order[i].1;
+                prev.to = next.to;
+                prev.hand_to = next.hand_to.or(prev.hand_to.take());
+                prev.executor_instance = next.executor_instance.or(prev.executor_instance.take());
+                prev.start_time = next.start_time.or(prev.start_time);
+                prev.finish_time = next.finish_time.or(prev.finish_time);
+                prev.duration_ms = next.duration_ms.or(prev.duration_ms);
+                prev.result_message = next.result_message.or(prev.result_message.take());
+                prev.error_message = next.error_message.or(prev.error_message.take());
+            }
+            None => {
+                at.insert(trace.as_str(), order.len());
+                order.push((trace.clone(), next));
+            }
+        }
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ExecutionStatus::{Pending, Running, Success};
+
+    #[test]
+    fn a_row_that_moves_twice_in_a_batch_is_set_once_with_both_moves_columns() {
+        let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let started = (
+            "a".to_string(),
+            Transition::started("10.0.0.1:8080".into(), at),
+        );
+        let other = ("b".to_string(), Transition::to(&[Pending], Running));
+        let finished = (
+            "a".to_string(),
+            Transition {
+                finish_time: Some(at),
+                result_message: Some("done".into()),
+                ..Transition::to(&[Pending, Running], Success)
+            },
+        );
+        let folded = fold_moves(&[&started, &other, &finished]);
+        assert_eq!(folded.len(), 2);
+        let (trace, a) = &folded[0];
+        assert_eq!(trace, "a");
+        assert_eq!(a.to, Success);
+        assert_eq!(a.executor_instance.as_deref(), Some("10.0.0.1:8080"));
+        assert_eq!((a.start_time, a.finish_time), (Some(at), Some(at)));
+        assert_eq!(a.result_message.as_deref(), Some("done"));
+        assert_eq!((folded[1].0.as_str(), folded[1].1.to), ("b", Running));
+    }
+}

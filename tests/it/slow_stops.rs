@@ -1,0 +1,161 @@
+//! A handler slow to stop is never retried beside itself. The executor here is truthful and
+//! slow: its handler ignores the job's timeout and runs on for 20 s, its status answers
+//! RUNNING while it runs, and its cancel answers only after 10 s (what the SDK allows a
+//! handler to stop in), RUNNING while it still runs. The scheduler gives up on the answer at
+//! the timeout, asks the executor to stop, hears RUNNING, and then waits: compensation keeps
+//! asking until the executor says the run ended, and only then is the retry called. A range
+//! never runs twice at once.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+
+backend_tests!(a_handler_slow_to_stop_is_not_retried_beside_itself);
+
+/// How long the handler runs, whatever it is asked.
+const RUN: Duration = Duration::from_secs(20);
+/// How long a cancel request waits for the handler before answering RUNNING.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+struct Run {
+    trace: String,
+    range: String,
+    start: DateTime<Utc>,
+    end: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Default)]
+struct Truth {
+    runs: Arc<Mutex<Vec<Run>>>,
+}
+
+impl Truth {
+    fn state(&self, trace: &str) -> Option<&'static str> {
+        let runs = self.runs.lock().unwrap();
+        let run = runs.iter().find(|r| r.trace == trace)?;
+        Some(if run.end.is_some() {
+            "TIMEOUT"
+        } else {
+            "RUNNING"
+        })
+    }
+
+    fn answer(&self, trace: &str) -> (StatusCode, String) {
+        let body = |status: &str| {
+            json!({"traceId": trace, "status": status, "startedAt": "2020-01-01T00:00:00Z",
+                "message": "ran past its timeout"})
+            .to_string()
+        };
+        match self.state(trace) {
+            Some(s) => (StatusCode::OK, body(s)),
+            None => (StatusCode::NOT_FOUND, body("UNKNOWN")),
+        }
+    }
+}
+
+async fn call(State(t): State<Truth>, headers: HeaderMap) -> (StatusCode, String) {
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let (trace, id) = (header("x-trace-id"), header("x-execution-id"));
+    let range = id.split('#').next().unwrap_or("").to_string();
+    let index = {
+        let mut runs = t.runs.lock().unwrap();
+        runs.push(Run {
+            trace,
+            range,
+            start: Utc::now(),
+            end: None,
+        });
+        runs.len() - 1
+    };
+    // The work runs on whatever happens to this request.
+    let truth = t.clone();
+    let work = tokio::spawn(async move {
+        tokio::time::sleep(RUN).await;
+        truth.runs.lock().unwrap()[index].end = Some(Utc::now());
+    });
+    let _ = work.await;
+    (
+        StatusCode::OK,
+        json!({"success": false, "message": "ran past its timeout"}).to_string(),
+    )
+}
+
+async fn status(State(t): State<Truth>, Path(trace): Path<String>) -> (StatusCode, String) {
+    t.answer(&trace)
+}
+
+async fn cancel(State(t): State<Truth>, Path(trace): Path<String>) -> (StatusCode, String) {
+    let until = tokio::time::Instant::now() + CANCEL_WAIT;
+    while t.state(&trace) == Some("RUNNING") && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    t.answer(&trace)
+}
+
+async fn a_handler_slow_to_stop_is_not_retried_beside_itself(backend: Backend) {
+    let truth = Truth::default();
+    let app = Router::new()
+        .route("/internal/job/status/{trace}", get(status))
+        .route("/internal/job/cancel/{trace}", post(cancel))
+        .route("/internal/job/{handler}", post(call))
+        .with_state(truth.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let db = Arc::new(TestDb::create(backend).await);
+    let scheduler = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &[addr]);
+        s.compensation.interval_seconds = 1.try_into().unwrap();
+        s.compensation.stuck_after_seconds = 3.try_into().unwrap();
+        s.compensation.recovery_interval_millis = 200;
+        s.compensation.pending_grace_seconds = 2;
+    })
+    .await;
+    scheduler
+        .create_job(
+            &json!({"name": "stubborn", "serviceName": "svc", "handler": "h",
+            "cron": "0 0 3 1 1 ?", "timeoutSeconds": 2, "maxRetry": 1}),
+        )
+        .await;
+    let (status, rows) = scheduler
+        .post("/api/v1/jobs/stubborn/trigger", &json!({}))
+        .await;
+    assert_eq!(status, 200, "{rows}");
+    // The retry comes once the first run ended (after RUN), never before.
+    let runs = eventually(Duration::from_secs(40), "the retry's call", || async {
+        let runs = truth.runs.lock().unwrap().clone();
+        (runs.len() >= 2).then_some(runs)
+    })
+    .await;
+    let (first, retry) = (&runs[0], &runs[1]);
+    assert_eq!(first.range, retry.range, "{runs:?}");
+    let ended = first
+        .end
+        .expect("the first run ended before its retry began");
+    assert!(ended <= retry.start, "ran at once: {runs:?}");
+    let first_row = scheduler
+        .execution_in(&first.trace, "TIMEOUT", Duration::ZERO)
+        .await;
+    assert!(
+        first_row["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("ran past its timeout"),
+        "the executor's own account settles it: {first_row}"
+    );
+}
