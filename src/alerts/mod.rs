@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 pub use crate::config::{AlertsSettings, ChannelKind, ChannelSettings};
-pub use throttle::{Throttle, Verdict};
+pub use throttle::{Throttle, Throttled};
 
 use crate::clock::Clock;
 use crate::jobs::{Execution, ExecutionStatus, JobDefinition};
@@ -255,12 +255,12 @@ impl Alerts {
                 state.last_sweep = now;
             }
             match state.throttle.check((alert.job_name.clone(), event), now) {
-                Verdict::Suppress => {
+                Throttled::Suppress => {
                     metrics::counter!("alerts_throttled_total", "job_name" => alert.job_name.clone(), "event" => event.as_str())
                         .increment(1);
                     return;
                 }
-                Verdict::Send { suppressed } => {
+                Throttled::Send { suppressed } => {
                     match event {
                         AlertEvent::ExecutionFailed | AlertEvent::NoExecutor => {
                             state.outstanding.insert(alert.job_name.clone());

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 /// What to do with one alert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Throttled {
     /// Send it; `suppressed` repeats were held back since the previous one was sent.
     Send { suppressed: u64 },
     /// A repeat within the interval: counted, not sent.
@@ -36,16 +36,16 @@ impl<K: std::hash::Hash + Eq> Throttle<K> {
         }
     }
 
-    pub fn check(&mut self, key: K, now: Instant) -> Verdict {
+    pub fn check(&mut self, key: K, now: Instant) -> Throttled {
         match self.slots.get_mut(&key) {
             Some(slot) if now.saturating_duration_since(slot.last_sent) < self.interval => {
                 slot.suppressed += 1;
-                Verdict::Suppress
+                Throttled::Suppress
             }
             Some(slot) => {
                 let suppressed = std::mem::take(&mut slot.suppressed);
                 slot.last_sent = now;
-                Verdict::Send { suppressed }
+                Throttled::Send { suppressed }
             }
             None => {
                 self.slots.insert(
@@ -55,7 +55,7 @@ impl<K: std::hash::Hash + Eq> Throttle<K> {
                         suppressed: 0,
                     },
                 );
-                Verdict::Send { suppressed: 0 }
+                Throttled::Send { suppressed: 0 }
             }
         }
     }
@@ -87,14 +87,14 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let mut t = Throttle::new(s(300));
-        assert_eq!(t.check("a", t0), Verdict::Send { suppressed: 0 });
-        assert_eq!(t.check("a", t0 + s(10)), Verdict::Suppress);
-        assert_eq!(t.check("a", t0 + s(299)), Verdict::Suppress);
+        assert_eq!(t.check("a", t0), Throttled::Send { suppressed: 0 });
+        assert_eq!(t.check("a", t0 + s(10)), Throttled::Suppress);
+        assert_eq!(t.check("a", t0 + s(299)), Throttled::Suppress);
         // Other keys are independent.
-        assert_eq!(t.check("b", t0 + s(20)), Verdict::Send { suppressed: 0 });
-        assert_eq!(t.check("a", t0 + s(300)), Verdict::Send { suppressed: 2 });
-        assert_eq!(t.check("a", t0 + s(301)), Verdict::Suppress);
-        assert_eq!(t.check("a", t0 + s(700)), Verdict::Send { suppressed: 1 });
+        assert_eq!(t.check("b", t0 + s(20)), Throttled::Send { suppressed: 0 });
+        assert_eq!(t.check("a", t0 + s(300)), Throttled::Send { suppressed: 2 });
+        assert_eq!(t.check("a", t0 + s(301)), Throttled::Suppress);
+        assert_eq!(t.check("a", t0 + s(700)), Throttled::Send { suppressed: 1 });
         t.forget_idle(t0 + s(700));
         assert_eq!(t.len(), 1, "b was idle for longer than the interval");
     }
@@ -104,7 +104,7 @@ mod tests {
         let t0 = Instant::now();
         let mut t = Throttle::new(Duration::ZERO);
         for _ in 0..3 {
-            assert_eq!(t.check(1, t0), Verdict::Send { suppressed: 0 });
+            assert_eq!(t.check(1, t0), Throttled::Send { suppressed: 0 });
         }
     }
 }

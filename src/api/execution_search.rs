@@ -15,7 +15,7 @@ use super::error::{ApiError, Problem};
 use super::extract::Query;
 use super::page::Page;
 use super::{AppState, PageParams};
-use crate::jobs::{Execution, ExecutionStatus, JobName, TriggerType};
+use crate::jobs::{Execution, ExecutionStatus, JobName, TriggerType, choose};
 use crate::store::{ExecutionFilter, MAX_COUNTED_EXECUTIONS};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -67,14 +67,14 @@ impl ExecutionSearchParams {
             .flatten();
         let status = self
             .status
-            .map(|s| s.parse::<ExecutionStatus>())
+            .map(|s| choose::<ExecutionStatus>(&s))
             .transpose()
             .map_err(|m| field("status", m))
             .ok()
             .flatten();
         let trigger_type = self
             .trigger_type
-            .map(|s| s.parse::<TriggerType>())
+            .map(|s| choose::<TriggerType>(&s))
             .transpose()
             .map_err(|m| field("triggerType", m))
             .ok()

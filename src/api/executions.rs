@@ -11,7 +11,7 @@ use super::error::{ApiError, Problem};
 use super::extract::{Path, Query};
 use super::page::Page;
 use super::{AppState, PageParams};
-use crate::jobs::{Execution, ExecutionStatus};
+use crate::jobs::{Execution, ExecutionStatus, choose};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -59,7 +59,7 @@ async fn list_executions(
     .parse()?;
     let status = p
         .status
-        .map(|s| s.parse::<ExecutionStatus>())
+        .map(|s| choose::<ExecutionStatus>(&s))
         .transpose()
         .map_err(|m| ApiError::field("status", m))?;
     if state.store.get_job(&name).await?.is_none() {

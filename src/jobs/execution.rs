@@ -1,14 +1,26 @@
 //! Executions: one row per shard range per fire (SPEC §3, §6).
 
-use std::fmt;
-use std::str::FromStr;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum ExecutionStatus {
     Pending,
     Running,
@@ -33,15 +45,7 @@ impl ExecutionStatus {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "PENDING",
-            Self::Running => "RUNNING",
-            Self::Success => "SUCCESS",
-            Self::Failed => "FAILED",
-            Self::Timeout => "TIMEOUT",
-            Self::Cancelled => "CANCELLED",
-            Self::Skipped => "SKIPPED",
-        }
+        self.into()
     }
 
     pub fn is_final(self) -> bool {
@@ -49,27 +53,23 @@ impl ExecutionStatus {
     }
 }
 
-impl fmt::Display for ExecutionStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ExecutionStatus {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| {
-                "must be one of PENDING, RUNNING, SUCCESS, FAILED, TIMEOUT, CANCELLED, SKIPPED"
-                    .into()
-            })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum TriggerType {
     Cron,
     Manual,
@@ -81,29 +81,7 @@ pub enum TriggerType {
 
 impl TriggerType {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Cron => "CRON",
-            Self::Manual => "MANUAL",
-            Self::Retry => "RETRY",
-            Self::Compensation => "COMPENSATION",
-            Self::Child => "CHILD",
-        }
-    }
-}
-
-impl FromStr for TriggerType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        [
-            Self::Cron,
-            Self::Manual,
-            Self::Retry,
-            Self::Compensation,
-            Self::Child,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == s)
-        .ok_or_else(|| format!("unknown trigger type {s}"))
+        self.into()
     }
 }
 

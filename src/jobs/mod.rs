@@ -38,8 +38,23 @@ pub use schedule::{CronSchedule, TimeZoneName};
 pub use shard::{ShardParams, ShardStrategy};
 
 /// What happens to a fire that was missed (instance down, job just gained, late wake-up).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum MisfirePolicy {
     /// Fire the most recent missed instant once, now.
     #[default]
@@ -50,28 +65,29 @@ pub enum MisfirePolicy {
 
 impl MisfirePolicy {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::FireOnceNow => "FIRE_ONCE_NOW",
-            Self::DoNothing => "DO_NOTHING",
-        }
-    }
-}
-
-impl FromStr for MisfirePolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "FIRE_ONCE_NOW" => Ok(Self::FireOnceNow),
-            "DO_NOTHING" => Ok(Self::DoNothing),
-            _ => Err("must be one of FIRE_ONCE_NOW, DO_NOTHING".into()),
-        }
+        self.into()
     }
 }
 
 /// Where a job is defined. The API changes and deletes only its own jobs; `NACOS` jobs follow
 /// the jobs document in the Nacos config centre (`nacos.jobs_data_id`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobSource {
     #[default]
     Api,
@@ -80,22 +96,18 @@ pub enum JobSource {
 
 impl JobSource {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Api => "API",
-            Self::Nacos => "NACOS",
-        }
+        self.into()
     }
 }
 
-impl FromStr for JobSource {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "API" => Ok(Self::Api),
-            "NACOS" => Ok(Self::Nacos),
-            _ => Err("must be one of API, NACOS".into()),
-        }
-    }
+/// The value of an enum named by its `SCREAMING_SNAKE_CASE` name (in JSON, in the database),
+/// or a message listing the names there are.
+pub fn choose<T>(name: &str) -> Result<T, String>
+where
+    T: FromStr + strum::VariantNames,
+{
+    name.parse()
+        .map_err(|_| format!("must be one of {}", T::VARIANTS.join(", ")))
 }
 
 /// A problem with one input field, named as the client sent it (camelCase).
@@ -241,11 +253,11 @@ impl Fields {
     /// A field with a default when absent, parsed from its text when given.
     fn choice<T>(&mut self, field: &str, raw: Option<&str>) -> Option<T>
     where
-        T: Default + FromStr<Err = String>,
+        T: Default + FromStr + strum::VariantNames,
     {
         match raw {
             None => Some(T::default()),
-            Some(s) => self.take(field, s.parse()),
+            Some(s) => self.take(field, choose(s)),
         }
     }
 

@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -12,8 +11,24 @@ use super::JobName;
 
 /// Which executor instance a fire is sent to first. For a sharded job it is where the
 /// range→executor mapping starts (range 0 goes to that executor, range 1 to the next, …).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum RouteStrategy {
     /// Each fire starts one executor further along the sorted list.
     #[default]
@@ -32,41 +47,29 @@ pub enum RouteStrategy {
 
 impl RouteStrategy {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::RoundRobin => "ROUND_ROBIN",
-            Self::First => "FIRST",
-            Self::Random => "RANDOM",
-            Self::ConsistentHash => "CONSISTENT_HASH",
-            Self::LeastBusy => "LEAST_BUSY",
-        }
-    }
-}
-
-impl fmt::Display for RouteStrategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for RouteStrategy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "ROUND_ROBIN" => Ok(Self::RoundRobin),
-            "FIRST" => Ok(Self::First),
-            "RANDOM" => Ok(Self::Random),
-            "CONSISTENT_HASH" => Ok(Self::ConsistentHash),
-            "LEAST_BUSY" => Ok(Self::LeastBusy),
-            _ => {
-                Err("must be one of ROUND_ROBIN, FIRST, RANDOM, CONSISTENT_HASH, LEAST_BUSY".into())
-            }
-        }
+        self.into()
     }
 }
 
 /// What a fire does while the job still has a PENDING or RUNNING execution (on any instance).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum OverlapPolicy {
     /// Run anyway: executions of one job may overlap.
     #[default]
@@ -79,29 +82,7 @@ pub enum OverlapPolicy {
 
 impl OverlapPolicy {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "ALLOW",
-            Self::Skip => "SKIP",
-            Self::Cover => "COVER",
-        }
-    }
-}
-
-impl fmt::Display for OverlapPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for OverlapPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "ALLOW" => Ok(Self::Allow),
-            "SKIP" => Ok(Self::Skip),
-            "COVER" => Ok(Self::Cover),
-            _ => Err("must be one of ALLOW, SKIP, COVER".into()),
-        }
+        self.into()
     }
 }
 
@@ -194,7 +175,7 @@ mod tests {
             RouteStrategy::ConsistentHash,
             RouteStrategy::LeastBusy,
         ] {
-            assert_eq!(s.as_str().parse::<RouteStrategy>(), Ok(s));
+            assert_eq!(super::super::choose::<RouteStrategy>(s.as_str()), Ok(s));
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
         for p in [
@@ -202,7 +183,7 @@ mod tests {
             OverlapPolicy::Skip,
             OverlapPolicy::Cover,
         ] {
-            assert_eq!(p.as_str().parse::<OverlapPolicy>(), Ok(p));
+            assert_eq!(super::super::choose::<OverlapPolicy>(p.as_str()), Ok(p));
             assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
         }
         assert!("round_robin".parse::<RouteStrategy>().is_err());

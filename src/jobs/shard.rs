@@ -8,15 +8,28 @@
 //! - `CUSTOM`: Elastic-Job style item parameters (`0=Beijing,1=Shanghai`) per shard index.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum ShardStrategy {
     #[default]
     ModHash,
@@ -26,29 +39,7 @@ pub enum ShardStrategy {
 
 impl ShardStrategy {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ModHash => "MOD_HASH",
-            Self::Range => "RANGE",
-            Self::Custom => "CUSTOM",
-        }
-    }
-}
-
-impl fmt::Display for ShardStrategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ShardStrategy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "MOD_HASH" => Ok(Self::ModHash),
-            "RANGE" => Ok(Self::Range),
-            "CUSTOM" => Ok(Self::Custom),
-            _ => Err("must be one of MOD_HASH, RANGE, CUSTOM".into()),
-        }
+        self.into()
     }
 }
 

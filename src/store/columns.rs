@@ -10,7 +10,7 @@ use super::StoreError;
 use super::sql::{Arg, Row};
 use crate::jobs::{
     CronSchedule, Execution, JobDefinition, JobName, JobSpec, NewExecution, PathSegment,
-    ShardParams, TimeZoneName, parse_alert_channels, parse_child_jobs,
+    ShardParams, TimeZoneName, choose, parse_alert_channels, parse_child_jobs,
 };
 
 /// The columns a job's spec is stored in, with their values: what creating a job inserts and
@@ -53,9 +53,7 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
     };
     let text = |field: &str| row.get::<String>(field);
     let shard_count = uint("shard_count")?;
-    let strategy = text("shard_strategy")?
-        .parse()
-        .map_err(|m| err("shard_strategy", m))?;
+    let strategy = choose(&text("shard_strategy")?).map_err(|m| err("shard_strategy", m))?;
     let shard_params = json(row.get("shard_params")?, &name, "shard_params")?;
     let spec = JobSpec {
         name: JobName::parse(&name).map_err(|m| err("name", m))?,
@@ -72,16 +70,10 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
         job_params: json(row.get("job_params")?, &name, "job_params")?,
         timeout_seconds: uint("timeout_seconds")?,
         max_retry: uint("max_retry")?,
-        misfire_policy: text("misfire_policy")?
-            .parse()
-            .map_err(|m| err("misfire_policy", m))?,
+        misfire_policy: choose(&text("misfire_policy")?).map_err(|m| err("misfire_policy", m))?,
         description: row.get("description")?,
-        route_strategy: text("route_strategy")?
-            .parse()
-            .map_err(|m| err("route_strategy", m))?,
-        overlap_policy: text("overlap_policy")?
-            .parse()
-            .map_err(|m| err("overlap_policy", m))?,
+        route_strategy: choose(&text("route_strategy")?).map_err(|m| err("route_strategy", m))?,
+        overlap_policy: choose(&text("overlap_policy")?).map_err(|m| err("overlap_policy", m))?,
         child_jobs: parse_name_list(row.get("child_jobs")?)
             .and_then(|v| parse_child_jobs(&v))
             .map_err(|m| err("child_jobs", m))?,
@@ -93,7 +85,7 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
     Ok(JobDefinition {
         id: row.get("id")?,
         spec,
-        source: text("source")?.parse().map_err(|m| err("source", m))?,
+        source: choose(&text("source")?).map_err(|m| err("source", m))?,
         created_at: row.get("created_at")?,
         updated_at,
         enabled_since: row
@@ -142,12 +134,9 @@ pub fn execution(row: &Row) -> Result<Execution, StoreError> {
     let parsed = |field: &str| -> Result<String, StoreError> { row.get(field) };
     Ok(Execution {
         id: row.get("id")?,
-        trigger_type: parsed("trigger_type")?
-            .parse()
+        trigger_type: choose(&parsed("trigger_type")?)
             .map_err(|m| corrupt(&at, "trigger_type", m))?,
-        status: parsed("status")?
-            .parse()
-            .map_err(|m| corrupt(&at, "status", m))?,
+        status: choose(&parsed("status")?).map_err(|m| corrupt(&at, "status", m))?,
         shard_start: uint("shard_start")?,
         shard_end: uint("shard_end")?,
         shard_count: uint("shard_count")?,

@@ -13,7 +13,7 @@ use super::{
     ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, StoreError, Swept, Transition,
     Unreadable, fold_moves,
 };
-use crate::jobs::{Execution, ExecutionStatus, NewExecution, fire_key};
+use crate::jobs::{Execution, ExecutionStatus, NewExecution, choose, fire_key};
 
 #[async_trait]
 impl ExecutionStore for SqlStore {
@@ -198,9 +198,8 @@ impl ExecutionStore for SqlStore {
         let mut by_status = Vec::new();
         for row in self.db.fetch_all(q).await? {
             let status: String = row.at(0)?;
-            let status = status
-                .parse()
-                .map_err(|m: String| StoreError::Corrupt(format!("job_execution.status: {m}")))?;
+            let status = choose(&status)
+                .map_err(|m| StoreError::Corrupt(format!("job_execution.status: {m}")))?;
             by_status.push((status, row.at(1)?));
         }
         let mut q = Sql::new(
