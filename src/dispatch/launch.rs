@@ -30,6 +30,7 @@ use super::client::Probe;
 use super::tasks::Tasks;
 use super::verdict::{Verdict, record_final};
 use super::waiting::{WaitingFire, WaitingRoom};
+use super::withdraw::Withdraw;
 use crate::clock::Clock;
 use crate::jobs::{Execution, ExecutionStatus, JobBook, JobDefinition, OverlapPolicy, TriggerType};
 use crate::store::{Admitted, GuardedFire, Store, Withdrawal};
@@ -64,7 +65,7 @@ pub struct Launcher {
     pub waiting: Arc<WaitingRoom>,
     pub attempts: Arc<Attempts>,
     pub tasks: Arc<Tasks>,
-    pub owed: mpsc::UnboundedSender<Owed>,
+    pub withdraw: Arc<Withdraw>,
     /// Wakes the engine to reload jobs (a definition changed that it does not know yet).
     pub reload: Arc<Notify>,
 }
@@ -247,36 +248,14 @@ impl Launcher {
         }
     }
 
-    /// Withdraws cron fires whose definition changed: their claims and rows are deleted and
-    /// their instants owed again to the engine.
+    /// Withdraws cron fires whose definition changed: their claims and rows are deleted, then
+    /// their instants are owed again to the engine.
     fn withdraw(&self, fires: Vec<(Arc<JobDefinition>, DateTime<Utc>, Vec<Execution>)>) {
-        if fires.is_empty() {
-            return;
-        }
-        let me = self.attempts.outcomes.planner.me().to_string();
-        let mut withdrawals = Vec::with_capacity(fires.len());
         for (job, at, rows) in fires {
-            let name = job.name().to_string();
-            metrics::counter!("scheduler_fires_withdrawn_total", "job_name" => name.clone())
-                .increment(1);
-            tracing::info!(job_name = %name, fire_time = %at, "fire withdrawn at its instant: the job changed since it was claimed");
-            let _ = self.owed.send(Owed {
-                job: name.clone(),
-                from: at,
-            });
-            withdrawals.push(Withdrawal {
-                instance: me.clone(),
-                job: name,
-                claimed: Some(at),
-                traces: rows.into_iter().map(|r| r.trace_id).collect(),
-            });
+            tracing::info!(job_name = %job.name(), fire_time = %at, "fire withdrawn at its instant: the job changed since it was claimed");
+            self.withdraw
+                .take_back(job.name().as_str(), vec![(at, rows)]);
         }
-        let store = self.store.clone();
-        self.tasks.spawn(async move {
-            if let Err(e) = store.withdraw_fires(&withdrawals).await {
-                tracing::warn!(error = %e, "withdrawn fires' rows not deleted; compensation settles them after their lease");
-            }
-        });
     }
 
     /// Admits guarded fires in one transaction and starts what it lets run.
@@ -344,12 +323,12 @@ impl Launcher {
             Admitted::Skipped { running, .. } => {
                 metrics::counter!("scheduler_overlap_skipped_total", "job_name" => name.clone())
                     .increment(1);
-                tracing::info!(job_name = %name, running = running.join(", "), "fire recorded SKIPPED (overlap policy)");
+                tracing::debug!(job_name = %name, running = running.join(", "), "fire recorded SKIPPED (overlap policy)");
             }
             Admitted::Withdrawn => {
                 tracing::info!(job_name = %name, "fire withdrawn at admission: the job changed since it was claimed");
                 if let Some(at) = fire.claimed {
-                    let _ = self.owed.send(Owed {
+                    let _ = self.withdraw.owed.send(Owed {
                         job: name,
                         from: at,
                     });

@@ -41,6 +41,7 @@ mod settle;
 mod tasks;
 mod verdict;
 mod waiting;
+mod withdraw;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +63,7 @@ use record::{FIRE_BATCH, Recorder};
 use tasks::Tasks;
 use verdict::Outcomes;
 use waiting::WaitingRoom;
+use withdraw::Withdraw;
 
 use crate::alerts::Alerts;
 use crate::clock::Clock;
@@ -76,6 +78,7 @@ pub const WRITE_RETRY_MAX: Duration = settle::MAX_RETRY;
 /// The stages, wired.
 pub struct Dispatcher {
     recorder: Arc<Recorder>,
+    withdraw: Arc<Withdraw>,
     waiting: Arc<WaitingRoom>,
     launcher: Arc<Launcher>,
     attempts: Arc<Attempts>,
@@ -122,6 +125,12 @@ impl Dispatcher {
         let waiting = Arc::new(WaitingRoom::default());
         let (owed, owed_rx) = mpsc::unbounded_channel();
         let (children, children_rx) = mpsc::unbounded_channel();
+        let withdraw = Arc::new(Withdraw {
+            fires: store.clone(),
+            owed,
+            tasks: tasks.clone(),
+            me: planner.me().to_string(),
+        });
         let attempts = Arc::new(Attempts {
             clock,
             executions: store.clone(),
@@ -148,7 +157,7 @@ impl Dispatcher {
             waiting: waiting.clone(),
             attempts: attempts.clone(),
             tasks: tasks.clone(),
-            owed: owed.clone(),
+            withdraw: withdraw.clone(),
             reload,
         });
         tasks.spawn(launcher.clone().run(children_rx));
@@ -157,7 +166,7 @@ impl Dispatcher {
             fires: store.clone(),
             planner: planner.clone(),
             waiting: waiting.clone(),
-            owed,
+            withdraw: withdraw.clone(),
         });
         let dispatcher = Self {
             operator: Operator {
@@ -169,6 +178,7 @@ impl Dispatcher {
                 attempts: attempts.clone(),
             },
             recorder,
+            withdraw,
             waiting,
             launcher,
             attempts,
@@ -211,42 +221,22 @@ impl Dispatcher {
     }
 
     /// Withdraws `job`'s fires handed out under a definition `keep` does not keep (the job was
-    /// edited, disabled or deleted before their instant): their claims and rows are deleted.
-    /// Returns the earliest withdrawn instant, owed again under the current definition.
-    pub fn withdraw(
-        &self,
-        job: &str,
-        keep: impl Fn(&JobDefinition) -> bool,
-    ) -> Option<DateTime<Utc>> {
-        let (fires, earliest) = self.waiting.withdraw(job, keep);
+    /// edited, disabled or deleted before their instant): their claims and rows are deleted,
+    /// then their instants are owed to the engine again (see [`withdraw`]).
+    pub fn withdraw(&self, job: &str, keep: impl Fn(&JobDefinition) -> bool) {
+        let fires = self.waiting.withdraw(job, keep);
         if !fires.is_empty() {
-            let withdrawals: Vec<_> = fires
-                .into_iter()
-                .map(|f| crate::store::Withdrawal {
-                    instance: self.instance_id().to_string(),
-                    job: job.to_string(),
-                    claimed: Some(f.fire_time),
-                    traces: f
-                        .rows
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|r| r.trace_id)
-                        .collect(),
-                })
-                .collect();
             tracing::info!(
                 job_name = job,
-                fires = withdrawals.len(),
+                fires = fires.len(),
                 "fires claimed ahead withdrawn: the job changed before their instant"
             );
-            let store = self.launcher.store.clone();
-            self.tasks.spawn(async move {
-                if let Err(e) = store.withdraw_fires(&withdrawals).await {
-                    tracing::warn!(error = %e, "withdrawn fires' rows not deleted; compensation settles them after their lease");
-                }
-            });
         }
-        earliest
+        let fires = fires
+            .into_iter()
+            .map(|f| (f.fire_time, f.rows.unwrap_or_default()))
+            .collect();
+        self.withdraw.take_back(job, fires);
     }
 
     /// The jobs with fires handed out and not launched yet.

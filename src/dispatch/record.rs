@@ -13,15 +13,15 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::mpsc;
 
 use super::admission::Hold;
 use super::launch::Owed;
 use super::planner::Planner;
 use super::waiting::WaitingRoom;
+use super::withdraw::Withdraw;
 use crate::clock::Clock;
 use crate::jobs::{JobDefinition, TriggerType};
-use crate::store::{FireClaim, FireOutcome, FireRecord, FireStore, Withdrawal};
+use crate::store::{FireClaim, FireOutcome, FireRecord, FireStore};
 
 /// At most this many fires share one database transaction; larger bursts are split into
 /// concurrent transactions.
@@ -39,7 +39,7 @@ pub struct Recorder {
     pub fires: Arc<dyn FireStore>,
     pub planner: Arc<Planner>,
     pub waiting: Arc<WaitingRoom>,
-    pub owed: mpsc::UnboundedSender<Owed>,
+    pub withdraw: Arc<Withdraw>,
 }
 
 impl Recorder {
@@ -70,29 +70,20 @@ impl Recorder {
                 for (job, at) in fires {
                     let job = job.name().to_string();
                     self.waiting.forget(&job, at);
-                    let _ = self.owed.send(Owed { job, from: at });
+                    let _ = self.withdraw.owed.send(Owed { job, from: at });
                 }
                 return;
             }
         };
-        let mut withdrawn = Vec::new();
         for ((job, at), outcome) in fires.into_iter().zip(outcomes) {
             let name = job.name().as_str();
             match outcome {
                 FireOutcome::Recorded(rows) => {
                     metrics::counter!("scheduler_fires_total", "job_name" => name.to_string(), "trigger" => TriggerType::Cron.as_str()).increment(1);
                     if let Err(back) = self.waiting.recorded(name, at, rows) {
-                        withdrawn.push(Withdrawal {
-                            instance: me.clone(),
-                            job: name.to_string(),
-                            claimed: Some(at),
-                            traces: back
-                                .rows
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(|r| r.trace_id)
-                                .collect(),
-                        });
+                        // Withdrawn while it was being recorded.
+                        let rows = back.rows.unwrap_or_default();
+                        self.withdraw.take_back(name, vec![(at, rows)]);
                     }
                 }
                 FireOutcome::AlreadyFired => {
@@ -101,11 +92,6 @@ impl Recorder {
                     tracing::info!(job_name = %name, fire_time = %at, "fire already dispatched by another scheduler; skipped");
                 }
             }
-        }
-        if !withdrawn.is_empty()
-            && let Err(e) = self.fires.withdraw_fires(&withdrawn).await
-        {
-            tracing::warn!(error = %e, "withdrawn fires' rows not deleted; compensation settles them after their lease");
         }
     }
 }

@@ -165,18 +165,12 @@ impl WaitingRoom {
     }
 
     /// Withdraws `job`'s fires that `keep` does not keep, given the definition each was handed
-    /// out under. Recorded ones are returned (the caller deletes their rows); ones still being
-    /// recorded are marked, and their recording ends in their withdrawal. Returns them and
-    /// the earliest instant withdrawn.
-    pub fn withdraw(
-        &self,
-        job: &str,
-        keep: impl Fn(&JobDefinition) -> bool,
-    ) -> (Vec<WaitingFire>, Option<DateTime<Utc>>) {
+    /// out under. Recorded ones are returned, for the caller to take back; ones still being
+    /// recorded are marked, and their recording ends in their withdrawal.
+    pub fn withdraw(&self, job: &str, keep: impl Fn(&JobDefinition) -> bool) -> Vec<WaitingFire> {
         let mut q = self.queue.lock().expect("waiting lock");
         let times = q.by_job.get(job).cloned().unwrap_or_default();
         let mut out = Vec::new();
-        let mut earliest = None;
         for t in times {
             let key = (t, job.to_string());
             let Some(fire) = q.fires.get_mut(&key) else {
@@ -185,18 +179,13 @@ impl WaitingRoom {
             if keep(&fire.job) {
                 continue;
             }
-            earliest = Some(earliest.map_or(t, |e: DateTime<Utc>| e.min(t)));
             if fire.rows.is_none() {
                 fire.withdrawn = true;
             } else {
                 out.extend(q.remove(&key));
             }
         }
-        if !out.is_empty() {
-            metrics::counter!("scheduler_fires_withdrawn_total", "job_name" => job.to_string())
-                .increment(out.len() as u64);
-        }
-        (out, earliest)
+        out
     }
 
     /// Takes one row out of its waiting fire (an operator cancelled it); `true` if it waited.
@@ -237,9 +226,8 @@ mod tests {
     fn a_fire_withdrawn_while_recorded_is_handed_back_once_its_rows_are_written() {
         let room = WaitingRoom::default();
         room.enter(job("a", 1), at(2), None);
-        let (taken, earliest) = room.withdraw("a", |j| j.revision == 2);
+        let taken = room.withdraw("a", |j| j.revision == 2);
         assert!(taken.is_empty(), "its rows are not written yet");
-        assert_eq!(earliest, Some(at(2)));
         let back = room.recorded("a", at(2), Vec::new()).unwrap_err();
         assert_eq!(back.fire_time, at(2));
         assert!(room.is_empty());
@@ -255,8 +243,7 @@ mod tests {
         let due = room.take_due(at(5));
         assert_eq!(due.len(), 1, "b is still being recorded");
         assert_eq!(due[0].job.name().as_str(), "a");
-        let (taken, earliest) = room.withdraw("b", |j| j.revision == 1);
-        assert!(taken.is_empty() && earliest.is_none());
+        assert!(room.withdraw("b", |j| j.revision == 1).is_empty());
         room.recorded("b", at(1), Vec::new()).unwrap();
         assert_eq!(room.take_due(at(5)).len(), 1);
     }

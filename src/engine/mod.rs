@@ -350,7 +350,7 @@ impl Engine {
             .map(String::as_str)
             .chain(changed.iter().map(|j| j.name().as_str()))
         {
-            self.withdraw_if_changed(schedule, &ring, name);
+            self.withdraw_if_changed(&ring, name);
         }
         let now = self.clock.now();
         let last_fired = self.last_fires(&gaining(schedule, &owned, now), now).await;
@@ -417,7 +417,7 @@ impl Engine {
     /// instants again from the earliest, under the current definition: the change applies as
     /// if they had never been handed out. A fire of a job that moved to another instance
     /// stays ours to call.
-    fn withdraw_if_changed(&self, schedule: &mut FireSchedule, ring: &OwnershipRing, name: &str) {
+    fn withdraw_if_changed(&self, ring: &OwnershipRing, name: &str) {
         let current = self.book.get(name);
         let owned = ring.owns(self.discovery.self_id(), name);
         let keep = |handed: &JobDefinition| match &current {
@@ -425,20 +425,19 @@ impl Engine {
             Some(now) if !now.spec.enabled => false,
             Some(now) => now.revision == handed.revision || !owned,
         };
-        if let Some(earliest) = self.dispatcher.withdraw(name, keep) {
-            schedule.rewind(name, earliest);
-        }
+        // Their instants come back as `Owed` once their rows are deleted.
+        self.dispatcher.withdraw(name, keep);
     }
 
     async fn sync(&self, schedule: &mut FireSchedule, ring: OwnershipRing) -> Step {
         let me = self.discovery.self_id();
         let jobs = self.book.all();
         for job in &jobs {
-            self.withdraw_if_changed(schedule, &ring, job.name().as_str());
+            self.withdraw_if_changed(&ring, job.name().as_str());
         }
         for gone in self.dispatcher.handed_out_jobs() {
             if self.book.get(&gone).is_none() {
-                self.withdraw_if_changed(schedule, &ring, &gone);
+                self.withdraw_if_changed(&ring, &gone);
             }
         }
         let owned: Vec<Arc<JobDefinition>> = jobs
