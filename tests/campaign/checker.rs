@@ -26,7 +26,10 @@
 //!      recorded (by the row's `trigger_time`) between `t - 2.5 s` ([`CLAIM_AHEAD`]) and
 //!      `t + 2.5 s` ([`LIVE_AFTER`]), so no scheduler was recording the job around `t` and
 //!      the misfire policy applies (of instants missed beyond the 5 s tolerance only the
-//!      latest is fired or alerted). A recording by a scheduler whose database link was cut
+//!      latest is fired or alerted), provided a fault that can keep schedulers from
+//!      recording (a scheduler killed, terminated or paused, a database link cut or stalled)
+//!      was under way between `t - 2.5 s` and `t + 1 s` ([`RECOVERY`]). A recording by a
+//!      scheduler whose database link was cut
 //!      or stalled, or which was paused, within that window proves nothing (it may have
 //!      committed long after it began) and is not counted as evidence;
 //!    - each of its ranges was called at an executor (some attempt of the range has a handler
@@ -50,12 +53,14 @@
 //!    was, by that rule, disabled or deleted (while no re-enable or re-create was in flight).
 //!    Counted apart: calls within the allowance of the answer (not stale by the rule), and
 //!    stale calls of a scheduler that was paused (SIGSTOP) between the change and the call.
-//! 5. **skip** — under overlap policy SKIP (in effect at the later fire), no handler run of
-//!    one fire starts while a run of another fire of the job is running.
-//! 6. **cover** — under COVER, likewise: the previous fire's run has truly ended before the
-//!    new fire's run starts. For 5 and 6, an earlier run on a bare executor is documented
-//!    (it cannot be asked or stopped), and an earlier run whose execution an operator
-//!    cancelled (and which went on running) is counted apart.
+//! 5. **skip** — no two fires of a job run at the same moment at the executors when the fire
+//!    recorded later (by its rows' `trigger_time`) was recorded under overlap policy SKIP:
+//!    it was judged against the other's open executions and must not have been called.
+//! 6. **cover** — likewise under COVER: the other fire's run has truly ended before the
+//!    later-recorded fire's run starts. For 5 and 6, documented or counted apart: the
+//!    earlier-recorded fire's run was on a bare executor (it cannot be asked or stopped), it
+//!    was cancelled by an operator (and went on running), or one of the runs is an operator's
+//!    re-run (which continues its run and is not judged again).
 //! 7. **children** — a fire of a parent whose every range ended SUCCESS triggers each child
 //!    (that exists) exactly once: CHILD rows whose parentTraceId is a row of that fire cover
 //!    every shard of the child once; a fire that did not succeed in every range triggers none.
@@ -96,6 +101,9 @@ pub const UNCERTAIN_SPAN: Duration = Duration::seconds(35);
 /// the instants it could not record again at its next job refresh (1 s) once the database
 /// answers, so half the tolerance leaves room for that.
 pub const LIVE_AFTER: Duration = Duration::milliseconds(2500);
+/// After a fault is undone, the engine that missed instants owes them again at its next job
+/// refresh (1 s).
+pub const RECOVERY: Duration = Duration::seconds(1);
 /// `scheduler.claim_ahead_millis`, plus half a second of hand-over.
 pub const CLAIM_AHEAD: Duration = Duration::milliseconds(2500);
 /// How long a row may stay open once nothing disturbs it: a lease (10 s) after a failed
@@ -406,6 +414,9 @@ impl Check {
 pub struct Stats {
     pub fires_checked: usize,
     pub fires_delivered: usize,
+    /// Parent fires whose children were checked, and how many of them succeeded.
+    pub parent_fires_checked: usize,
+    pub parent_fires_succeeded: usize,
     pub runs: usize,
     pub api_calls: usize,
     pub faults: usize,
@@ -451,6 +462,8 @@ pub struct Index<'a> {
     pub cron_fires: HashMap<(&'a str, DateTime<Utc>), Vec<&'a ExecRow>>,
     /// The recordings of CRON first attempts per job.
     pub recorded: HashMap<&'a str, Vec<Recording<'a>>>,
+    /// When each fire (by its key) was recorded: its first rows' `trigger_time`.
+    pub fire_recorded: HashMap<&'a str, DateTime<Utc>>,
     /// Trace ids an operator's cancel was answered 200 for, with the answer time.
     pub cancelled: HashMap<String, DateTime<Utc>>,
 }
@@ -476,8 +489,13 @@ impl<'a> Index<'a> {
         let mut attempts: HashMap<&str, Vec<&ExecRow>> = HashMap::new();
         let mut cron_fires: HashMap<(&str, DateTime<Utc>), Vec<&ExecRow>> = HashMap::new();
         let mut recorded: HashMap<&str, Vec<Recording>> = HashMap::new();
+        let mut fire_recorded: HashMap<&str, DateTime<Utc>> = HashMap::new();
         for r in &h.rows {
             row_of.insert(r.trace_id.as_str(), r);
+            if r.first_attempt() {
+                let at = fire_recorded.entry(r.fire_key()).or_insert(r.trigger_time);
+                *at = (*at).min(r.trigger_time);
+            }
             attempts.entry(r.range_key()).or_default().push(r);
             if is_cron_row(r) && r.first_attempt() {
                 cron_fires
@@ -513,8 +531,17 @@ impl<'a> Index<'a> {
             attempts,
             cron_fires,
             recorded,
+            fire_recorded,
             cancelled,
         }
+    }
+
+    /// When the fire of `run` was recorded (its first rows' `trigger_time`).
+    fn recorded_at(&self, run: &Run) -> DateTime<Utc> {
+        self.fire_recorded
+            .get(run.fire_key())
+            .copied()
+            .unwrap_or(run.fire_time)
     }
 
     fn runs_of_range(&self, range_key: &str) -> Vec<&'a Run> {
@@ -555,6 +582,25 @@ impl<'a> Index<'a> {
             })
     }
 
+    /// Whether a fault that can keep schedulers from recording (one killed, terminated or
+    /// paused, a database link cut or stalled) was under way around instant `t`.
+    fn recording_disturbed(&self, t: DateTime<Utc>) -> bool {
+        self.h.faults.iter().any(|f| {
+            matches!(
+                f.kind.as_str(),
+                "kill-9" | "sigterm" | "sigstop" | "db-cut" | "db-stall"
+            ) && f.start - CLAIM_AHEAD <= t
+                && t <= f.end + RECOVERY
+        })
+    }
+
+    /// Whether a handler run of `trace` still ran when the history was taken.
+    fn still_running(&self, trace: &str) -> bool {
+        self.runs_of
+            .get(trace)
+            .is_some_and(|runs| runs.iter().any(|x| x.end.is_none()))
+    }
+
     /// Whether `executor` was killed after `from` and before `to`.
     fn restarted_between(&self, executor: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
         self.h
@@ -580,7 +626,7 @@ pub fn check(h: &History) -> Verdict {
         no_stale_definition(&ix),
         exclusive(&ix, "skip", "SKIP"),
         exclusive(&ix, "cover", "COVER"),
-        children(&ix),
+        children(&ix, &mut stats),
         cancel(&ix),
         sdk_once(&ix),
         settled(&ix),
@@ -696,10 +742,13 @@ fn delivered_once(ix: &Index, stats: &mut Stats) -> Check {
                         "misfire policy: missed while its scheduler's database or process was disturbed",
                         || fire.clone(),
                     ),
-                    None => c.documented(
+                    None if ix.recording_disturbed(t) => c.documented(
                         "misfire policy: missed while no scheduler recorded the job",
                         || fire.clone(),
                     ),
+                    None => c.violation(|| {
+                        format!("{fire}: never recorded, and no fault kept the schedulers from it")
+                    }),
                 }
                 continue;
             };
@@ -739,15 +788,23 @@ fn delivered_once(ix: &Index, stats: &mut Stats) -> Check {
                 }
             }
             if open && t <= final_until {
-                c.violation(|| {
-                    let open: Vec<String> = rows
+                let open: Vec<&ExecRow> = rows
+                    .iter()
+                    .flat_map(|r| ix.attempts.get(r.range_key()).cloned().unwrap_or_default())
+                    .filter(|a| !a.is_final())
+                    .collect();
+                let what = || {
+                    let open: Vec<String> = open
                         .iter()
-                        .flat_map(|r| ix.attempts.get(r.range_key()).cloned().unwrap_or_default())
-                        .filter(|a| !a.is_final())
                         .map(|a| format!("{} {}", a.trace_id, a.status))
                         .collect();
                     format!("{fire}: not final at the end: {}", open.join(", "))
-                });
+                };
+                if open.iter().all(|a| ix.still_running(&a.trace_id)) {
+                    c.documented("open at the end while its handler still runs", what);
+                } else {
+                    c.violation(what);
+                }
             } else if delivered && !open {
                 stats.fires_delivered += 1;
             }
@@ -988,6 +1045,24 @@ fn no_stale_definition(ix: &Index) -> Check {
 
 /// Invariants 5 and 6: under `policy`, no run of one fire starts while a run of another fire
 /// of the job is running.
+/// Of two runs of different fires, the fire recorded later was judged against the other's
+/// open executions: the run of the earlier-recorded fire and when the later one was recorded,
+/// if the later one was surely recorded under `policy`.
+fn judged_under<'r>(
+    ix: &Index,
+    tl: &Timeline,
+    policy: &str,
+    a: &'r Run,
+    b: &'r Run,
+) -> Option<(&'r Run, DateTime<Utc>)> {
+    let (ra, rb) = (ix.recorded_at(a), ix.recorded_at(b));
+    let (early, late_at) = if ra <= rb { (a, rb) } else { (b, ra) };
+    match tl.settled_at(late_at, CHANGE_MARGIN, OTHER_ALLOWANCE) {
+        Some(State::Known(def)) if def.overlap == policy => Some((early, late_at)),
+        _ => None,
+    }
+}
+
 fn exclusive(ix: &Index, name: &'static str, policy: &str) -> Check {
     let mut c = Check::new(name);
     let mut by_job: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
@@ -1000,40 +1075,42 @@ fn exclusive(ix: &Index, name: &'static str, policy: &str) -> Check {
         };
         runs.sort_by_key(|r| (r.start, r.trace_id.clone()));
         for (i, b) in runs.iter().enumerate() {
-            // The policy in effect when the later fire was recorded.
-            let Some(State::Known(def)) =
-                tl.settled_at(b.fire_time, CHANGE_MARGIN, OTHER_ALLOWANCE)
-            else {
-                continue;
-            };
-            if def.overlap != policy {
-                continue;
-            }
             let rank = |a: &Run| {
-                if !a.sdk {
-                    0
+                let Some((early, late_at)) = judged_under(ix, tl, policy, a, b) else {
+                    return 0;
+                };
+                if a.execution_id.contains("#x") || b.execution_id.contains("#x") {
+                    1
+                } else if !early.sdk {
+                    2
                 } else if ix
                     .cancelled
-                    .get(&a.trace_id)
-                    .is_some_and(|at| *at <= b.start)
+                    .get(&early.trace_id)
+                    .is_some_and(|at| *at <= late_at)
                 {
-                    1
+                    3
                 } else {
-                    2
+                    4
                 }
             };
-            let other_fire = |a: &Run| a.fire_key() != b.fire_key();
+            let other_fire = |a: &Run| {
+                a.fire_key() != b.fire_key() && judged_under(ix, tl, policy, a, b).is_some()
+            };
             let Some((rank, a)) = beside(runs, i, other_fire, rank) else {
                 continue;
             };
             let what = || format!("{} started while {} ran", run_label(b), run_label(a));
             match rank {
-                0 => c.documented(
-                    "earlier run on a bare executor (cannot be asked or stopped)",
+                1 => c.documented(
+                    "operator re-run (continues its run, not judged again)",
                     what,
                 ),
-                1 => c.documented(
-                    "earlier run cancelled by an operator and still running",
+                2 => c.documented(
+                    "the other fire's run on a bare executor (cannot be asked or stopped)",
+                    what,
+                ),
+                3 => c.documented(
+                    "the other fire's run cancelled by an operator and still running",
                     what,
                 ),
                 _ => c.violation(what),
@@ -1043,7 +1120,7 @@ fn exclusive(ix: &Index, name: &'static str, policy: &str) -> Check {
     c
 }
 
-fn children(ix: &Index) -> Check {
+fn children(ix: &Index, stats: &mut Stats) -> Check {
     let mut c = Check::new("children");
     let h = ix.h;
     // Every fire (all attempts of all its ranges) of every job.
@@ -1150,6 +1227,8 @@ fn children(ix: &Index) -> Check {
                     }
                 )
             };
+            stats.parent_fires_checked += 1;
+            stats.parent_fires_succeeded += usize::from(completion.is_some());
             match (completion.is_some(), triggers) {
                 (true, 1) | (false, 0) => {}
                 _ => c.violation(label),
@@ -1232,11 +1311,7 @@ fn settled(ix: &Index) -> Check {
                 r.executor_instance.as_deref().unwrap_or("-")
             )
         };
-        let running = ix
-            .runs_of
-            .get(r.trace_id.as_str())
-            .is_some_and(|runs| runs.iter().any(|x| x.end.is_none()));
-        if running {
+        if ix.still_running(&r.trace_id) {
             c.documented("its handler still runs at the executor", what);
         } else {
             c.violation(what);
@@ -1290,7 +1365,7 @@ mod tests {
     //! it lets pass).
 
     use super::*;
-    use crate::history::{AlertEvent, ExecutorLife};
+    use crate::history::{AlertEvent, ExecutorLife, Fault};
     use serde_json::json;
 
     fn t(s: f64) -> DateTime<Utc> {
@@ -1442,6 +1517,14 @@ mod tests {
         for r in h.rows.iter_mut().filter(|r| r.fire_time >= t(18.0)) {
             r.trigger_time = t(23.5);
         }
+        // Without a fault that kept the schedulers from recording, that is a loss.
+        assert_eq!(of(&check(&h), "delivered-once").violations, 7);
+        h.faults.push(Fault {
+            kind: "db-cut".into(),
+            target: "all".into(),
+            start: t(10.5),
+            end: t(17.5),
+        });
         let v = check(&h);
         let c = of(&v, "delivered-once");
         assert_eq!(c.violations, 0, "{c:#?}");
@@ -1631,6 +1714,38 @@ mod tests {
                 .end = Some(t(7.5));
             assert_eq!(check(&h).violations(), 0);
         }
+    }
+
+    #[test]
+    fn a_fire_recorded_after_the_job_left_skip_may_run_beside_an_older_retry() {
+        let mut h = steady("a", "SKIP");
+        // Edited to ALLOW at 7; the fire of 3 is still retried when 12 is recorded and runs.
+        h.api.push(call(
+            "PUT",
+            "/api/v1/jobs/a",
+            None,
+            7.0,
+            200,
+            Some(view("a", 1, true, "ALLOW", &[])),
+            S1,
+        ));
+        let first = h
+            .rows
+            .iter()
+            .find(|r| r.fire_time == t(3.0))
+            .unwrap()
+            .clone();
+        let mut retry = first.clone();
+        retry.execution_id.push_str("#r1");
+        retry.trace_id = "retry".into();
+        retry.retry_count = 1;
+        retry.trigger_time = t(5.0);
+        h.runs.push(run_of(&retry, 1, 11.9, 12.5));
+        h.rows.push(retry);
+        assert_eq!(of(&check(&h), "skip").violations, 0);
+        // Still SKIP when 12 was recorded: it must not have been called.
+        h.api.pop();
+        assert_eq!(of(&check(&h), "skip").violations, 1);
     }
 
     #[test]

@@ -40,6 +40,11 @@ pub fn table(h: &History, v: &Verdict) -> String {
     let _ = writeln!(out, "worst first call by fault: {}", by.join(", "));
     let _ = writeln!(
         out,
+        "parent fires whose children were checked: {} ({} succeeded in every range)",
+        s.parent_fires_checked, s.parent_fires_succeeded
+    );
+    let _ = writeln!(
+        out,
         "{:<22} {:>10}  documented / counted apart",
         "invariant", "violations"
     );
