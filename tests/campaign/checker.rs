@@ -7,76 +7,78 @@
 //!
 //! The job definitions come from the API answers alone. Every write (create, replace,
 //! enable/disable, delete) takes effect at some moment between the request being sent and
-//! its answer arriving, and another scheduler instance sees it up to
-//! [`OTHER_ALLOWANCE`] (2 s, docs/design.md: "a change made through another instance takes
-//! effect within 2 s") later; the instance that answered sees it at once (an allowance of
-//! [`OWNER_ALLOWANCE`] covers its reload). A write whose outcome is unknown (no answer, 408,
-//! 5xx) leaves the job's state unknown until a later answer at least [`UNCERTAIN_SPAN`] after
-//! it says what the job is. Each definition carries a version marker `v` in its `jobParams`,
-//! bumped on every write of a definition, so every executor call shows which definition it
-//! was made under.
+//! its answer arriving. The instance that answered sees it at once (an allowance of
+//! [`OWNER_ALLOWANCE`] covers its reload); another instance up to [`OTHER_ALLOWANCE`] later
+//! (docs/design.md: "a change made through another instance takes effect within 2 s").
+//!
+//! A write whose outcome is unknown leaves the job's state unknown until a later answer says
+//! what the job is: any later answer after a 5xx (the write was decided by then), and one at
+//! least [`UNCERTAIN_SPAN`] after it was sent when no answer or a 408 came (it may still be
+//! waiting on the database and commit later). Each definition carries a version marker `v` in
+//! its `jobParams`, bumped on every write of a definition, so every executor call shows which
+//! definition it was made under.
 //!
 //! # The invariants
 //!
-//! 1. **delivered-once** — every instant `t` of a job's cron while the job surely exists,
+//! 1. **delivered-once**: every instant `t` of a job's cron while the job surely exists,
 //!    enabled, with one definition (no change sent within [`CHANGE_MARGIN`] after `t`, none
-//!    answered within [`OTHER_ALLOWANCE`] before it) and `t` at least 5 s before the end:
+//!    answered within [`OTHER_ALLOWANCE`] before it), `t` at least 5 s before the end:
 //!    - has first-attempt CRON rows (its fire was recorded), unless it is a documented skip:
-//!      a FIRE_SKIPPED alert names it, or it was *missed*: no later instant of the job was
-//!      recorded (by the row's `trigger_time`) between `t - 2.5 s` ([`CLAIM_AHEAD`]) and
-//!      `t + 2.5 s` ([`LIVE_AFTER`]), so no scheduler was recording the job around `t` and
-//!      the misfire policy applies (of instants missed beyond the 5 s tolerance only the
-//!      latest is fired or alerted), provided a fault that can keep schedulers from
-//!      recording (a scheduler killed, terminated or paused, a database link cut or stalled)
-//!      was under way between `t - 2.5 s` and `t + 1 s` ([`RECOVERY`]). A recording by a
-//!      scheduler whose database link was cut
-//!      or stalled, or which was paused, within that window proves nothing (it may have
-//!      committed long after it began) and is not counted as evidence;
+//!      a FIRE_SKIPPED alert names it, or it was *missed*, which the misfire policy covers
+//!      (of instants missed beyond the 5 s tolerance only the latest is fired or alerted).
+//!      Missed means: no later instant of the job was recorded (by its rows' `trigger_time`)
+//!      between `t - 2.5 s` ([`CLAIM_AHEAD`]) and `t + 2.5 s` ([`LIVE_AFTER`]) by a
+//!      scheduler whose database link and process were undisturbed then (a recording begun
+//!      while the link hung may have committed long after), and a fault that can keep
+//!      schedulers from recording (a scheduler killed, terminated or paused, a database link
+//!      cut or stalled) was under way between `t - 2.5 s` and `t + 1 s` ([`RECOVERY`]);
 //!    - each of its ranges was called at an executor (some attempt of the range has a handler
-//!      run), unless the range ended documented without a call: SKIPPED (overlap SKIP),
-//!      CANCELLED before the call (operator, COVER), or FAILED/TIMEOUT for want of a live
-//!      executor (none registered, every one refused, it died with the call);
-//!    - every row of the fire is final, once the fire is [`SETTLE_BOUND`] old.
+//!      run), unless the range ended without a call for a documented reason: SKIPPED
+//!      (overlap SKIP), CANCELLED before the call (operator, COVER), or FAILED/TIMEOUT for
+//!      want of a live executor (none registered, every one refused, it died with the call);
+//!    - every row of the fire is final once the fire is [`SETTLE_BOUND`] old, unless the
+//!      handler of the open row still runs (documented).
 //!
 //!    A run with no row at all ("called but never recorded") is a violation too.
-//! 2. **no-duplicate** — no two different trace ids with retry count 0 are called for
-//!    overlapping shard ranges of one cron fire (job, instant), and the database holds no
-//!    two first-attempt CRON rows of one fire with overlapping ranges.
-//! 3. **no-overlap-per-range** — no two handler runs of one range (execution id without its
+//! 2. **no-duplicate**: no two different trace ids with retry count 0 are called for
+//!    overlapping shard ranges of one cron fire (job, instant), and the database holds no two
+//!    first-attempt CRON rows of one fire with overlapping ranges.
+//! 3. **no-overlap-per-range**: no two handler runs of one range (execution id without its
 //!    `#…` suffix) overlap in true time at the executors. Documented, counted apart: the
-//!    earlier run was on a bare executor (no status/cancel endpoint: at-least-once), or one
-//!    of them is an operator's re-run (`#x…`).
-//! 4. **no-stale-definition** — a call for a cron instant `t` carries a definition (`v`) at
+//!    earlier run was on a bare executor (no status or cancel endpoint: at-least-once), or
+//!    one of them is an operator's re-run (`#x…`).
+//! 4. **no-stale-definition**: a call for a cron instant `t` carries a definition (`v`) at
 //!    least as new as the last one answered before `t - allowance`, where the allowance is
 //!    [`OWNER_ALLOWANCE`] when the change was answered by the scheduler that holds the row
 //!    and [`OTHER_ALLOWANCE`] otherwise; and no call is made for an instant at which the job
 //!    was, by that rule, disabled or deleted (while no re-enable or re-create was in flight).
-//!    Counted apart: calls within the allowance of the answer (not stale by the rule), and
-//!    stale calls of a scheduler that was paused (SIGSTOP) between the change and the call.
-//! 5. **skip** — no two fires of a job run at the same moment at the executors when the fire
-//!    recorded later (by its rows' `trigger_time`) was recorded under overlap policy SKIP:
-//!    it was judged against the other's open executions and must not have been called.
-//! 6. **cover** — likewise under COVER: the other fire's run has truly ended before the
+//!    Counted apart: calls with a definition older than the last answered one but within
+//!    the allowance, and stale calls of a scheduler paused (SIGSTOP) since the change.
+//! 5. **skip**: no two fires of a job run at the same moment at the executors when the fire
+//!    recorded later (by its rows' `trigger_time`) was recorded under overlap policy SKIP: it
+//!    was judged against the other's open executions and must not have been called.
+//! 6. **cover**: likewise under COVER: the other fire's run has truly ended before the
 //!    later-recorded fire's run starts. For 5 and 6, documented or counted apart: the
 //!    earlier-recorded fire's run was on a bare executor (it cannot be asked or stopped), it
 //!    was cancelled by an operator (and went on running), or one of the runs is an operator's
 //!    re-run (which continues its run and is not judged again).
-//! 7. **children** — a fire of a parent whose every range ended SUCCESS triggers each child
-//!    (that exists) exactly once: CHILD rows whose parentTraceId is a row of that fire cover
-//!    every shard of the child once; a fire that did not succeed in every range triggers none.
-//!    Checked for fires completed at least [`CHILD_MARGIN`] before the end, with the
-//!    parent's `childJobs` and the child's existence unchanged around the completion.
-//! 8. **cancel** — once `POST …/cancel` is answered 200 for a trace id, no run of that trace
-//!    id starts afterwards.
-//! 9. **sdk-once** — an SDK executor runs its handler at most once per `X-Execution-Id`;
-//!    two runs of one id on SDK executors are documented only when the executor that ran the
-//!    first was killed and restarted before the second began.
-//! 10. **settled** — at the end no row is PENDING or RUNNING for longer than
-//!     [`SETTLE_BOUND`] since the later of its last event and the start of the quiet tail,
-//!     unless its handler still runs at an executor (documented).
+//! 7. **children**: a fire of a parent whose every range ended SUCCESS triggers each child
+//!    (that exists) exactly once: the CHILD rows whose parentTraceId is a row of that fire
+//!    cover every shard of the child once; a fire that did not succeed in every range
+//!    triggers none. Checked for fires decided at least [`CHILD_MARGIN`] before the end, with
+//!    the parent's `childJobs` and the child's existence surely unchanged around the decision.
+//! 8. **cancel**: once `POST …/cancel` is answered 200 for a trace id, no run of that trace id
+//!    starts afterwards.
+//! 9. **sdk-once**: SDK executors run a handler at most once per `X-Execution-Id`; two runs of
+//!    one id are documented only when the executor that ran the first was killed (and
+//!    restarted fresh) before the second began.
+//! 10. **settled**: at the end no row is PENDING or RUNNING for longer than [`SETTLE_BOUND`]
+//!     since the later of its last event and the start of the quiet tail, unless its handler
+//!     still runs at an executor (documented).
 //!
-//! Each check reports a count and up to [`EXAMPLES`] examples with ids and times, and counts
-//! every documented case it met.
+//! Each check reports a count and up to [`EXAMPLES`] examples with ids and times (every one is
+//! kept in `all`), and counts every documented case it met. A run that starts beside several
+//! others counts once.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -287,12 +289,22 @@ pub fn timelines(api: &[ApiCall]) -> HashMap<String, Timeline> {
         let tl = out.entry(name.clone()).or_default();
         let (current, unknown) = state.entry(name).or_insert((State::Absent, None));
         if write && call.uncertain() {
-            let from = unknown.map_or(call.sent, |(from, _)| from);
-            *unknown = Some((from, call.sent + UNCERTAIN_SPAN));
+            // A 5xx was decided when it was answered (the transaction committed or failed
+            // before); without an answer, or after a 408 (the request was given up while it
+            // may still be waiting on the database), it may still commit later.
+            let until = match (call.status, call.answered) {
+                (Some(s), Some(at)) if s >= 500 => at,
+                _ => call.sent + UNCERTAIN_SPAN,
+            };
+            let (from, until) = match *unknown {
+                Some((from, was)) => (from, was.max(until)),
+                None => (call.sent, until),
+            };
+            *unknown = Some((from, until));
             *current = State::Unknown;
             tl.changes.push(Change {
                 sent: call.sent,
-                answered: call.sent + UNCERTAIN_SPAN,
+                answered: until,
                 scheduler: String::new(),
                 after: State::Unknown,
             });
@@ -1910,6 +1922,38 @@ mod tests {
         h.runs.retain(|r| r.fire_time <= t(5.0));
         let v = check(&h);
         assert_eq!(v.violations(), 0, "{v:#?}");
+    }
+
+    #[test]
+    fn a_write_answered_5xx_is_decided_by_its_answer() {
+        let mut h = steady("a", "ALLOW");
+        // Disabled or not at 5 (500), disabled for sure at 8: nothing is owed after 8, and a
+        // call then is a violation.
+        h.api.push(call(
+            "PATCH",
+            "/api/v1/jobs/a/enabled?enabled=false",
+            None,
+            5.0,
+            500,
+            None,
+            S1,
+        ));
+        h.api.push(call(
+            "PATCH",
+            "/api/v1/jobs/a/enabled?enabled=false",
+            None,
+            8.0,
+            200,
+            Some(view("a", 1, false, "ALLOW", &[])),
+            S1,
+        ));
+        h.rows
+            .retain(|r| r.fire_time <= t(5.0) || r.fire_time == t(15.0));
+        h.runs
+            .retain(|r| r.fire_time <= t(5.0) || r.fire_time == t(15.0));
+        let v = check(&h);
+        assert_eq!(of(&v, "delivered-once").violations, 0, "{v:#?}");
+        assert_eq!(of(&v, "no-stale-definition").violations, 1, "{v:#?}");
     }
 
     #[test]

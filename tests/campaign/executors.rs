@@ -9,9 +9,10 @@
 //! - `fast`: 10-50 ms; `slow`: 0.5-4 s; `flaky`: 50-300 ms, fails one call in three;
 //! - `overrun`: runs 3 s past the job's `timeoutSeconds` (the SDK stops it at the timeout; a
 //!   bare executor lets it run);
-//! - `stubborn`: slow to stop: 4-30 s of work on a blocked thread, which neither the SDK's
+//! - `stubborn`: slow to stop: 8-35 s of work on a blocked thread, which neither the SDK's
 //!   timeout nor its cancel can interrupt (the SDK then answers a cancel `RUNNING` after
-//!   10 s, as documented); it ends only when its work is done.
+//!   10 s, as documented); it ends only when its work is done, often past
+//!   `stuck_after_seconds`.
 //!
 //! Durations and failures are drawn from a hash of the trace id, so a call behaves the same
 //! wherever it lands. An executor can be killed (its runtime is shut down: listener,
@@ -220,7 +221,7 @@ impl Life {
                 true
             }
             "stubborn" => {
-                let work = call.between_ms(5, 4000, 30_000) + extra;
+                let work = call.between_ms(5, 8000, 35_000) + extra;
                 let life = self.clone();
                 // A blocked thread: no await point, so an abort cannot land before it ends.
                 let block = move || {
