@@ -606,6 +606,24 @@ impl<'a> Index<'a> {
         })
     }
 
+    /// Whether an operator had cancelled `trace` by `at`: its cancel was answered 200, or its
+    /// row was made CANCELLED by a cancel that was not the COVER policy's (the answer may not
+    /// have come back: the API waits for the executor's answer).
+    fn cancelled_by_operator(&self, trace: &str, at: DateTime<Utc>) -> bool {
+        self.cancelled
+            .get(trace)
+            .is_some_and(|answered| *answered <= at)
+            || self.row_of.get(trace).is_some_and(|r| {
+                r.status == "CANCELLED"
+                    && !r
+                        .error_message
+                        .as_deref()
+                        .unwrap_or("")
+                        .contains("overlapPolicy")
+                    && r.finish_time.is_some_and(|f| f <= at)
+            })
+    }
+
     /// Whether a handler run of `trace` still ran when the history was taken.
     fn still_running(&self, trace: &str) -> bool {
         self.runs_of
@@ -1095,11 +1113,7 @@ fn exclusive(ix: &Index, name: &'static str, policy: &str) -> Check {
                     1
                 } else if !early.sdk {
                     2
-                } else if ix
-                    .cancelled
-                    .get(&early.trace_id)
-                    .is_some_and(|at| *at <= late_at)
-                {
+                } else if ix.cancelled_by_operator(&early.trace_id, late_at) {
                     3
                 } else {
                     4
@@ -1343,9 +1357,11 @@ fn worst_delays(ix: &Index, stats: &mut Stats) {
             continue;
         };
         for row in rows {
+            // The range's first call; an operator's re-run is no delivery of the fire.
             let Some(first) = ix
                 .runs_of_range(row.range_key())
                 .iter()
+                .filter(|r| !r.execution_id.contains("#x"))
                 .map(|r| r.start)
                 .min()
             else {

@@ -449,8 +449,9 @@ pub struct Api {
 impl Api {
     pub fn new() -> Self {
         Self {
+            // Longer than a cancel takes: it waits up to 5 s for the executor's answer.
             client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(5))
+                .timeout(Duration::from_secs(12))
                 .build()
                 .unwrap(),
             calls: Default::default(),
