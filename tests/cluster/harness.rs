@@ -421,9 +421,22 @@ impl Scheduler {
 
     /// Starts one with extra `JOBFLOW__…` settings.
     pub async fn start_with(db: &str, nacos: &str, settings: &[(&str, &str)]) -> Self {
+        Self::start_with_args(db, nacos, settings, &[]).await
+    }
+
+    /// Starts one with extra `JOBFLOW__…` settings and command-line arguments (such as
+    /// `--config FILE`). A setting given here wins over the harness's own (`SERVER__PORT`
+    /// pins the port, so a restarted instance keeps its id).
+    pub async fn start_with_args(
+        db: &str,
+        nacos: &str,
+        settings: &[(&str, &str)],
+        args: &[&str],
+    ) -> Self {
         let dir = std::env::temp_dir();
         let mut child = Command::new(env!("CARGO_BIN_EXE_jobflow"))
             .current_dir(dir)
+            .args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("JOBFLOW__DISCOVERY__MODE", "nacos")
@@ -529,6 +542,11 @@ impl Scheduler {
                 .unwrap_or_default(),
             Err(_) => Vec::new(),
         }
+    }
+
+    /// The process id (for signals such as SIGSTOP and SIGCONT).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn kill9(&mut self) {

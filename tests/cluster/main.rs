@@ -4,6 +4,8 @@
 //! The scenarios run one after another: each starts several processes and watches real
 //! one-second schedules.
 
+// Shared with the fault campaign (tests/campaign), which uses other parts of it.
+#[allow(dead_code)]
 mod harness;
 mod jobs_document;
 #[path = "../it/recorder.rs"]

@@ -27,6 +27,8 @@ mod job_policies;
 mod mysql_tls;
 mod outages;
 mod protocol_docs;
+#[path = "../support/proxy.rs"]
+#[allow(dead_code)]
 mod proxy;
 mod retention;
 mod run_policies;

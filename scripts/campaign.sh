@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the fault campaign (tests/campaign) over many seeds and tabulates what it found: for
+# each invariant, how many seeds violated it and how many violations there were in all.
+#
+#   scripts/campaign.sh [SEEDS] [SECONDS]     e.g. scripts/campaign.sh 1-50 300
+#
+# SEEDS is a list (1,2,3) or a range (1-50); SECONDS the length of each seed's fault phase
+# (default 300). Every seed's result is appended as one JSON line to
+# $JOBFLOW_CAMPAIGN_REPORT (default target/campaign/report-<date>.jsonl); the table is
+# printed at the end. Needs MariaDB and rnacos, as the cluster suite does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+seeds="${1:-1-50}"
+seconds="${2:-300}"
+if [[ "$seeds" =~ ^([0-9]+)-([0-9]+)$ ]]; then
+    seeds="$(seq -s, "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")"
+fi
+report="${JOBFLOW_CAMPAIGN_REPORT:-target/campaign/report-$(date +%Y%m%dT%H%M%S).jsonl}"
+mkdir -p "$(dirname "$report")"
+
+ensure_mariadb
+ensure_rnacos
+export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
+
+log "fault campaign: seeds $seeds, $seconds s of faults each; results in $report"
+# One seed at a time, so a seed that fails does not stop the others.
+for seed in ${seeds//,/ }; do
+    JOBFLOW_CAMPAIGN_SEEDS="$seed" JOBFLOW_CAMPAIGN_SECONDS="$seconds" JOBFLOW_CAMPAIGN_REPORT="$report" \
+        cargo test --locked --test campaign campaign -- --exact --nocapture || true
+done
+
+python3 - "$report" <<'EOF'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+if not lines:
+    sys.exit("no seed finished")
+names = list(lines[0]["violations"])
+print(f"\n{len(lines)} seeds of {lines[0]['seconds']} s of faults")
+print(f"{'invariant':<22} {'seeds':>6} {'violations':>11}  seeds with violations")
+for n in names:
+    hit = [l["seed"] for l in lines if l["violations"][n] > 0]
+    total = sum(l["violations"][n] for l in lines)
+    print(f"{n:<22} {len(hit):>6} {total:>11}  {','.join(map(str, hit))}")
+fires = sum(l["stats"]["fires_checked"] for l in lines)
+delivered = sum(l["stats"]["fires_delivered"] for l in lines)
+worst = max(lines, key=lambda l: l["stats"]["worst_delay_after_fault_ms"])
+print(f"fires checked {fires}, delivered {delivered}; "
+      f"worst first call after a fault {worst['stats']['worst_delay_after_fault_ms']} ms (seed {worst['seed']})")
+EOF
