@@ -133,9 +133,10 @@ impl Cluster {
         let recorder = Arc::new(Recorder::default());
         let mut executors = Vec::new();
         for i in 1..=3 {
-            // The third remembers few finished executions (the SDK's `keep_finished`): under
-            // the campaign's call rate it forgets an execution within seconds, as an executor
-            // at a high throughput forgets its 10,000 within minutes.
+            // The third keeps few finished executions by count (the SDK's `keep_finished`):
+            // under the campaign's call rate the count alone would forget an execution within
+            // seconds, as an executor at a high throughput forgot its 10,000 within minutes;
+            // the time it keeps them by must still make every repeated call run once.
             let keep = (i == 3).then_some(20);
             executors.push(Executor::new(
                 &format!("sdk-{i}"),

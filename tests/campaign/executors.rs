@@ -433,7 +433,12 @@ async fn register(nacos: &str, port: u16) -> nacos_sdk::api::naming::NamingServi
 fn sdk_router(life: Arc<Life>, keep_finished: Option<usize>) -> Router {
     let mut executor = JobExecutor::without_signatures();
     if let Some(n) = keep_finished {
-        executor = executor.keep_finished(n);
+        // Few by count, as many as the default by time: what it remembers must not depend on
+        // how many executions it runs.
+        executor = executor.keep_finished(jobflow_executor::Keep {
+            at_least: n,
+            ..jobflow_executor::Keep::default()
+        });
     }
     for name in HANDLERS {
         let life = life.clone();
