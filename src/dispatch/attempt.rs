@@ -181,6 +181,10 @@ impl Attempts {
             .await
         {
             settled_here.store(true, Ordering::Release);
+        } else {
+            // Cancelled meanwhile: the executor's answer says the handler has ended.
+            let trace = std::slice::from_ref(&row.trace_id);
+            let _ = self.executions.stops_confirmed(trace).await;
         }
     }
 

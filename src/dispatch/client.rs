@@ -63,6 +63,18 @@ pub enum Probe {
     Unreachable(String),
 }
 
+impl Probe {
+    /// Whether the execution runs no more at the executor: it finished, or the executor does
+    /// not have it. An executor without the endpoint cannot tell, and counts as stopped: the
+    /// documented exception of bare executors.
+    pub fn stopped(&self) -> bool {
+        matches!(
+            self,
+            Self::Finished { .. } | Self::Unknown { .. } | Self::Unsupported
+        )
+    }
+}
+
 /// Sends calls, status probes and cancel requests, signed when a secret is configured.
 pub struct ExecutorClient {
     http: reqwest::Client,

@@ -26,7 +26,6 @@ use tokio::sync::{Notify, mpsc};
 
 use super::admission::Hold;
 use super::attempt::{Attempt, Attempts, Earned, Start};
-use super::client::Probe;
 use super::tasks::Tasks;
 use super::verdict::{Verdict, record_final};
 use super::waiting::{WaitingFire, WaitingRoom};
@@ -308,7 +307,7 @@ impl Launcher {
                 self.start(&fire.job, rows, start, &fire.hold);
             }
             Admitted::Run { rows, covered } => {
-                for c in &covered {
+                for c in covered.iter().filter(|c| !c.status.is_final()) {
                     record_final(c, ExecutionStatus::Cancelled, None);
                 }
                 let (attempts, job, hold) = (self.attempts.clone(), fire.job, fire.hold);
@@ -339,10 +338,13 @@ impl Launcher {
     }
 }
 
-/// COVER: stops the runs `covered` cancelled for the fire whose `rows` were admitted, and
-/// starts its calls once every one has stopped. A run that does not stop within the job's
-/// timeout leaves the new fire SKIPPED, uncalled; an executor that cannot be asked (no cancel
-/// endpoint) is the documented exception, and the new fire runs beside it.
+/// COVER: stops the runs `covered` (cancelled for the fire whose `rows` were admitted, or
+/// cancelled before and still stopping), and starts its calls once every one has stopped.
+/// Each confirmed stop is recorded, so later fires stop waiting for it. A run that does not
+/// stop within the job's timeout leaves the new fire SKIPPED, uncalled (and stays stopping
+/// for the fires after it); an executor that cannot be asked (no cancel endpoint) is the
+/// documented exception, and the new fire runs beside it. A row of the new fire that a
+/// newer fire cancelled meanwhile is not called.
 async fn cover(
     attempts: &Arc<Attempts>,
     job: &Arc<JobDefinition>,
@@ -352,7 +354,11 @@ async fn cover(
     hold: Hold,
 ) {
     let bound = attempts.clock.now() + chrono::Duration::seconds(job.spec.timeout_seconds.into());
-    for run in &covered {
+    // A PENDING run was never called: cancelling it stopped it.
+    for run in covered
+        .iter()
+        .filter(|r| r.status != ExecutionStatus::Pending)
+    {
         if !stopped_by(attempts, run, bound).await {
             let why = format!(
                 "not called: the covered run {} did not stop within {}s (overlapPolicy COVER)",
@@ -367,8 +373,21 @@ async fn cover(
             }
             return;
         }
+        let _ = attempts
+            .executions
+            .stops_confirmed(std::slice::from_ref(&run.trace_id))
+            .await;
     }
     for row in rows {
+        // Unread (the database does not answer), it is called: an executor told to stop it
+        // before it arrives does not run it.
+        let current = attempts.executions.get_execution(&row.trace_id).await;
+        if matches!(current, Ok(None))
+            || matches!(current, Ok(Some(ref now)) if now.status != row.status)
+        {
+            tracing::info!(trace_id = %row.trace_id, "not called: a newer fire covered it while it waited (overlapPolicy COVER)");
+            continue;
+        }
         attempts.spawn(Attempt {
             job: job.clone(),
             row,
@@ -385,18 +404,16 @@ async fn stopped_by(attempts: &Attempts, run: &Execution, bound: DateTime<Utc>) 
         return true; // never called: nothing runs
     };
     loop {
-        match answer {
-            Probe::Finished { .. } | Probe::Unknown { .. } | Probe::Unsupported => return true,
-            Probe::Running | Probe::Unreachable(_) if attempts.clock.now() >= bound => {
-                return false;
-            }
-            Probe::Running | Probe::Unreachable(_) => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                answer = match attempts.status(run).await {
-                    Some((_, probe)) => probe,
-                    None => return true,
-                };
-            }
+        if answer.stopped() {
+            return true;
         }
+        if attempts.clock.now() >= bound {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        answer = match attempts.status(run).await {
+            Some((_, probe)) => probe,
+            None => return true,
+        };
     }
 }

@@ -216,6 +216,8 @@ impl Operator {
                 self.execution(trace_id).await
             }
             None => {
+                // Decided already (cancelled, say): the report says the handler has ended.
+                let _ = self.store.stops_confirmed(&[trace_id.to_string()]).await;
                 let now = self.execution(trace_id).await?.status;
                 Err(DispatchError::NotRunning(now))
             }
@@ -241,6 +243,7 @@ impl Operator {
             finish_time: Some(now),
             duration_ms: exec.start_time.map(|s| (now - s).num_milliseconds().max(0)),
             error_message: Some(format!("cancelled{by}")),
+            stopping: Some(now),
             ..Transition::to(&[Pending, Running], Cancelled)
         };
         let settler = &self.attempts.outcomes.settler;
@@ -253,15 +256,30 @@ impl Operator {
             Err(_) => return Err(DispatchError::Stopping),
         }
         record_final(&exec, Cancelled, None);
+        let confirmed = || {
+            self.store
+                .stops_confirmed(std::slice::from_ref(&exec.trace_id))
+        };
         if self.waiting.forget_row(&exec) {
             // Claimed ahead here and not called yet: nothing to stop.
+            let _ = confirmed().await;
             return self.execution(trace_id).await;
         }
         // The row as the cancel found it: a RUNNING written meanwhile names the executor.
         let cancelled = self.execution(trace_id).await?;
         let answer = match self.attempts.stop(&cancelled).await {
-            Some(probe) => stop_answer(&probe),
-            None => return Ok(cancelled),
+            Some(probe) => {
+                // Until the executor says it stopped, the run still counts for the job's
+                // overlap policy; compensation asks again.
+                if probe.stopped() {
+                    let _ = confirmed().await;
+                }
+                stop_answer(&probe)
+            }
+            None => {
+                let _ = confirmed().await;
+                return Ok(cancelled);
+            }
         };
         let note = Transition {
             error_message: Some(format!("cancelled{by}; {answer}")),

@@ -1,6 +1,7 @@
 //! Compensation, run only by the first instance of the sorted scheduler list, so a dead
 //! instance's half-done work is finished by exactly one survivor. Two cadences:
-//! - every `compensation.recovery_interval_millis` (seconds, not minutes): PENDING rows whose
+//! - every `compensation.recovery_interval_millis` (seconds, not minutes): cancelled runs
+//!   still stopping ([`super::stops`]), PENDING rows whose
 //!   holder's lease ran out (`pending_grace_seconds` past their due time: the scheduler died
 //!   or stalled before calling) or whose holder left the list half a lease past their due
 //!   time, and RUNNING rows whose scheduler is no longer a member (the
@@ -48,6 +49,8 @@ pub struct Pass {
     pub adopted: usize,
     pub settled: usize,
     pub still_running: usize,
+    /// Cancelled runs whose executors confirmed the stop (see [`super::stops`]).
+    pub stopped: usize,
 }
 
 impl Pass {
@@ -166,6 +169,7 @@ impl Compensator {
                     adopted = p.adopted,
                     settled = p.settled,
                     still_running = p.still_running,
+                    stopped = p.stopped,
                     "compensation pass"
                 ),
                 Ok(_) => {}
@@ -198,6 +202,10 @@ impl Compensator {
             self.pending_expired(&mut pass).await?;
         }
         self.running(sweep, &mut pass).await?;
+        if sweep == Sweep::Recovery {
+            let attempts = self.dispatcher.attempts();
+            pass.stopped = super::stops::confirm_stops(self.clock, &self.store, attempts).await?;
+        }
         Ok(pass)
     }
 

@@ -5,11 +5,13 @@
 //!   out, RUNNING rows of departed instances) or outlived its timeout, and the hourly purge of
 //!   old fire claims;
 //! - [`recovery`]: what to do with each such row, decided by asking its executor first;
+//! - [`stops`]: confirms that cancelled runs stopped, so overlap policies stop waiting;
 //! - [`retention`]: the chunked purge of old execution history.
 
 pub mod compensation;
 pub mod recovery;
 pub mod retention;
+pub mod stops;
 
 pub use compensation::{Compensator, Pass, Sweep};
 pub use recovery::{Recovered, Recovery};

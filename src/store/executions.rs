@@ -10,8 +10,8 @@ use super::columns::{execution, new_execution_columns};
 use super::sql::{Row, Sql, Tx};
 use super::{
     ACTIVITY_DELAY_SAMPLE, Activity, Applied, ChildTrigger, Cursor, ExecutionFilter,
-    ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, StoreError, Swept, Transition,
-    Unreadable, fold_moves,
+    ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, Stopping, StoreError, Swept,
+    Transition, Unreadable, fold_moves,
 };
 use crate::jobs::{Execution, ExecutionStatus, NewExecution, choose, fire_key};
 
@@ -82,7 +82,8 @@ impl ExecutionStore for SqlStore {
     }
 
     async fn transition(&self, trace_id: &str, t: &Transition) -> Result<Applied, StoreError> {
-        if t.retry.is_none() && t.children.is_none() && t.lock_job.is_none() {
+        if t.retry.is_none() && t.children.is_none() && t.lock_job.is_none() && t.stopping.is_none()
+        {
             let changed = self.db.execute(transition_query(trace_id, t)).await? == 1;
             return Ok(if changed { Applied::yes() } else { Applied::No });
         }
@@ -232,6 +233,35 @@ impl ExecutionStore for SqlStore {
             cron_starts,
         })
     }
+
+    async fn stopping(&self, limit: u32) -> Result<Vec<Stopping>, StoreError> {
+        let mut q = Sql::new(
+            "SELECT s.trace_id AS stop_trace, s.job_name AS stop_job, s.requested_at, e.* \
+             FROM execution_stop s LEFT JOIN job_execution e ON e.trace_id = s.trace_id \
+             ORDER BY s.requested_at LIMIT ",
+        );
+        q.bind(limit as i64);
+        let rows = self.db.fetch_all(q).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Stopping {
+                    trace_id: r.get("stop_trace")?,
+                    job_name: r.get("stop_job")?,
+                    requested_at: r.get("requested_at")?,
+                    run: execution(r).ok(),
+                })
+            })
+            .collect()
+    }
+
+    async fn stops_confirmed(&self, trace_ids: &[String]) -> Result<(), StoreError> {
+        for chunk in trace_ids.chunks(MULTI_ROW) {
+            let mut q = Sql::new("DELETE FROM execution_stop WHERE trace_id IN ");
+            q.list(chunk.iter());
+            self.db.execute(q).await?;
+        }
+        Ok(())
+    }
 }
 
 impl SqlStore {
@@ -352,6 +382,28 @@ async fn follow_up(
         if let Some(children) = &t.children {
             follow.children = trigger_children(tx, children).await?;
         }
+    }
+    for ((trace, t), a) in batch.iter().zip(applied.iter()) {
+        if let (Some(at), true) = (t.stopping, a.applied()) {
+            record_stopping(tx, &[trace.as_str()], at).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Records the runs `traces` as stopping since `at` (see [`Stopping`]).
+pub(super) async fn record_stopping(
+    tx: &mut Tx,
+    traces: &[&str],
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    for chunk in traces.chunks(MULTI_ROW) {
+        let mut q = Sql::new(tx.backend().insert_ignore());
+        q.push("execution_stop (trace_id, job_name, requested_at) SELECT trace_id, job_name, ")
+            .bind(at)
+            .push(" FROM job_execution WHERE trace_id IN ")
+            .list(chunk.iter().copied());
+        tx.execute(q).await?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::columns::execution;
-use super::executions::insert_executions;
+use super::executions::{insert_executions, record_stopping};
 use super::sql::{Sql, Tx};
 use super::{
     Admitted, FireClaim, FireOutcome, FireRecord, FireStore, GuardedFire, MULTI_ROW, SqlStore,
@@ -274,7 +274,8 @@ async fn lock_jobs(tx: &mut Tx, jobs: &[&str]) -> Result<HashMap<String, (i64, b
     Ok(current)
 }
 
-/// The PENDING and RUNNING executions of `jobs`, oldest first, by job.
+/// The runs of `jobs`, oldest first, by job: their PENDING and RUNNING rows, and the rows of
+/// runs cancelled but still stopping (see [`Stopping`](super::Stopping)).
 async fn open_runs(
     tx: &mut Tx,
     jobs: &[&str],
@@ -285,11 +286,24 @@ async fn open_runs(
     let mut q = Sql::new(
         "SELECT * FROM job_execution WHERE status IN ('PENDING', 'RUNNING') AND +job_name IN ",
     );
-    q.list(jobs.iter().copied()).push(" ORDER BY id");
+    q.list(jobs.iter().copied());
+    let mut rows = tx.fetch_all(q).await?;
+    let mut q = Sql::new(
+        "SELECT e.* FROM execution_stop s JOIN job_execution e ON e.trace_id = s.trace_id \
+         WHERE s.job_name IN ",
+    );
+    q.list(jobs.iter().copied());
+    rows.extend(tx.fetch_all(q).await?);
     let mut open: HashMap<String, Vec<Execution>> = HashMap::new();
-    for row in tx.fetch_all(q).await? {
-        let e = execution(&row)?;
-        open.entry(e.job_name.clone()).or_default().push(e);
+    let mut seen = HashSet::new();
+    for row in &rows {
+        let e = execution(row)?;
+        if seen.insert(e.id) {
+            open.entry(e.job_name.clone()).or_default().push(e);
+        }
+    }
+    for runs in open.values_mut() {
+        runs.sort_by_key(|e| e.id);
     }
     Ok(open)
 }
@@ -332,13 +346,7 @@ async fn admit_one(
         OverlapPolicy::Allow => Vec::new(),
         OverlapPolicy::Skip => return skip(tx, runs, &pending, &others).await,
         OverlapPolicy::Cover => {
-            let traces: Vec<String> = others.iter().map(|e| e.trace_id.clone()).collect();
-            let why = "cancelled: a newer fire replaced it (overlapPolicy COVER)";
-            let cancel = Move::to(ExecutionStatus::Cancelled)
-                .because(why)
-                .finished(now);
-            cancel.apply(tx, &traces).await?;
-            runs.retain(|e| !traces.contains(&e.trace_id));
+            cover(tx, runs, &others, now).await?;
             others
         }
     };
@@ -357,6 +365,38 @@ async fn admit_one(
         rows.push(e.clone());
     }
     Ok(Admitted::Run { rows, covered })
+}
+
+/// COVER: the open runs among `others` are cancelled; those called (RUNNING) stay in `runs`
+/// as stopping until their executors confirm the stop.
+async fn cover(
+    tx: &mut Tx,
+    runs: &mut Vec<Execution>,
+    others: &[Execution],
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let open = |e: &&Execution| !e.status.is_final();
+    let cancelled: Vec<String> = others
+        .iter()
+        .filter(open)
+        .map(|e| e.trace_id.clone())
+        .collect();
+    let why = "cancelled: a newer fire replaced it (overlapPolicy COVER)";
+    let cancel = Move::to(ExecutionStatus::Cancelled)
+        .because(why)
+        .finished(now);
+    cancel.apply(tx, &cancelled).await?;
+    let called: Vec<&str> = others
+        .iter()
+        .filter(|e| e.status == ExecutionStatus::Running)
+        .map(|e| e.trace_id.as_str())
+        .collect();
+    record_stopping(tx, &called, now).await?;
+    runs.retain(|e| e.status != ExecutionStatus::Pending || !cancelled.contains(&e.trace_id));
+    for e in runs.iter_mut().filter(|e| cancelled.contains(&e.trace_id)) {
+        e.status = ExecutionStatus::Cancelled;
+    }
+    Ok(())
 }
 
 /// SKIP beside open runs: the fire's `pending` rows are recorded SKIPPED, naming the runs.

@@ -180,7 +180,8 @@ pub struct GuardedFire {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admitted {
     /// Its rows may be called (RUNNING from the admission, when it was to start them). Under
-    /// COVER, `covered` are the runs cancelled for it, which must be stopped before the calls.
+    /// COVER, `covered` are the runs it replaces, as they were found (cancelled for it, or
+    /// cancelled before and still stopping), which must have stopped before the calls.
     Run {
         rows: Vec<Execution>,
         covered: Vec<Execution>,
@@ -306,6 +307,19 @@ pub struct Unreadable {
 /// One row of a sweep page.
 pub type Swept = Result<Execution, Unreadable>;
 
+/// A run cancelled while its handler may still go on at its executor: it counts as a run of
+/// its job for guarded admission until the stop is confirmed (see
+/// [`ExecutionStore::stops_confirmed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stopping {
+    pub trace_id: String,
+    pub job_name: String,
+    /// When the stop was asked for.
+    pub requested_at: DateTime<Utc>,
+    /// Its row; `None` once the row is gone (purged) or does not read.
+    pub run: Option<Execution>,
+}
+
 /// Job definitions, the change log, the Nacos jobs document.
 #[async_trait]
 pub trait JobStore: Send + Sync {
@@ -380,10 +394,12 @@ pub trait FireStore: Send + Sync {
     /// Admits guarded fires at their instant `now`, in one transaction that locks their jobs'
     /// rows first, so the guarded fires of a job, on any instance, are decided one after the
     /// other, each seeing the decisions before it. A fire whose job is gone, disabled (for a
-    /// scheduled fire) or at another revision is withdrawn. Otherwise the job's open runs are
+    /// scheduled fire) or at another revision is withdrawn. Otherwise the job's runs are
     /// read (RUNNING rows; PENDING rows except first attempts of cron fires not yet due and
-    /// the fire's own): under SKIP with any open run, the fire's rows become SKIPPED; under
-    /// COVER the open runs are cancelled; then the fire's rows become RUNNING.
+    /// the fire's own; cancelled runs still [`Stopping`]): under SKIP with any run, the
+    /// fire's rows become SKIPPED; under COVER the open runs are cancelled (those called
+    /// become stopping) and all are returned to be stopped; then the fire's rows become
+    /// RUNNING.
     async fn admit(
         &self,
         fires: &[GuardedFire],
@@ -459,6 +475,11 @@ pub trait ExecutionStore: Send + Sync {
     async fn fire_executions(&self, job: &str, fire: &str) -> Result<Vec<Execution>, StoreError>;
     /// What was triggered at or after `since`, for the console's overview.
     async fn activity_since(&self, since: DateTime<Utc>) -> Result<Activity, StoreError>;
+    /// The runs recorded as stopping, oldest request first, at most `limit`.
+    async fn stopping(&self, limit: u32) -> Result<Vec<Stopping>, StoreError>;
+    /// Their executors confirmed these runs stopped (or they can run no longer): they stop
+    /// counting as runs of their jobs.
+    async fn stops_confirmed(&self, trace_ids: &[String]) -> Result<(), StoreError>;
 }
 
 /// The purge of old execution history.

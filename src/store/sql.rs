@@ -37,6 +37,14 @@ impl Backend {
         }
     }
 
+    /// Starts an INSERT that leaves rows whose key exists already as they are.
+    pub fn insert_ignore(self) -> &'static str {
+        match self {
+            Self::MySql => "INSERT IGNORE INTO ",
+            Self::Sqlite => "INSERT OR IGNORE INTO ",
+        }
+    }
+
     /// Ends a SELECT whose rows stay locked until the commit (nothing on SQLite, whose single
     /// writer holds the whole database).
     pub fn lock_rows(self) -> &'static str {

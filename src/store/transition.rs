@@ -46,6 +46,10 @@ pub struct Transition {
     /// For a SUCCESS: the children to insert, in the same transaction, when it completes its
     /// fire (every range of the fire has a SUCCESS) and no child rows of the fire exist yet.
     pub children: Option<ChildTrigger>,
+    /// For a cancel asked at this instant: the run may go on at its executor until it
+    /// confirms the stop, so it is recorded as *stopping* in the same transaction when this
+    /// applies (see [`Stopping`](super::Stopping)).
+    pub stopping: Option<DateTime<Utc>>,
 }
 
 impl Transition {
@@ -64,6 +68,7 @@ impl Transition {
             retry: None,
             lock_job: None,
             children: None,
+            stopping: None,
         }
     }
 
@@ -118,6 +123,7 @@ pub fn fold_moves(winners: &[&(String, Transition)]) -> Vec<(String, Transition)
             retry: None,
             lock_job: None,
             children: None,
+            stopping: None,
             ..t.clone()
         };
         match at.get(trace.as_str()) {

@@ -235,6 +235,11 @@ impl Cluster {
             let started = tokio::spawn(async move {
                 let mut settings: Vec<(&str, &str)> = SETTINGS.to_vec();
                 settings.push(("JOBFLOW__SERVER__PORT", &port));
+                // A finer log for a seed under study, e.g. `jobflow::dispatch=debug,info`.
+                let level = std::env::var("JOBFLOW_CAMPAIGN_LOG").unwrap_or_default();
+                if !level.is_empty() {
+                    settings.push(("JOBFLOW__LOG__LEVEL", &level));
+                }
                 Scheduler::start_with_args(&db, &nacos, &settings, &["--config", &config]).await
             })
             .await;

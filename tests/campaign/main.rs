@@ -21,7 +21,8 @@
 //! - Each seed's history (JSON) and the schedulers' logs are kept under the test target's
 //!   temporary directory when a seed finds a violation (always with
 //!   `JOBFLOW_CAMPAIGN_KEEP=1`); `JOBFLOW_CAMPAIGN_RECHECK=path/history.json` checks a kept
-//!   history again without running anything.
+//!   history again without running anything; `JOBFLOW_CAMPAIGN_LOG=jobflow::dispatch=debug,info`
+//!   sets the schedulers' log filter for a seed under study.
 //!
 //! A seed always plans the same operations and faults at the same offsets; what the processes
 //! do with them varies with real timing. Any violation fails the test, naming the seed, the

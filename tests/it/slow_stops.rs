@@ -5,6 +5,10 @@
 //! the timeout, asks the executor to stop, hears RUNNING, and then waits: compensation keeps
 //! asking until the executor says the run ended, and only then is the retry called. A range
 //! never runs twice at once.
+//!
+//! Under overlap COVER the same executor's runs are covered by newer fires: each newer fire
+//! waits until every run before it has stopped, including runs a fire before it covered and
+//! that are still stopping. The job never runs two fires at once.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,9 +22,12 @@ use serde_json::json;
 
 use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
 
-backend_tests!(a_handler_slow_to_stop_is_not_retried_beside_itself);
+backend_tests!(
+    a_handler_slow_to_stop_is_not_retried_beside_itself,
+    a_cover_fire_waits_for_every_run_still_stopping
+);
 
-/// How long the handler runs, whatever it is asked.
+/// How long the handler runs, whatever it is asked (unless the test says otherwise).
 const RUN: Duration = Duration::from_secs(20);
 /// How long a cancel request waits for the handler before answering RUNNING.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
@@ -33,12 +40,20 @@ struct Run {
     end: Option<DateTime<Utc>>,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Truth {
     runs: Arc<Mutex<Vec<Run>>>,
+    run: Duration,
 }
 
 impl Truth {
+    fn new(run: Duration) -> Self {
+        Self {
+            runs: Arc::default(),
+            run,
+        }
+    }
+
     fn state(&self, trace: &str) -> Option<&'static str> {
         let runs = self.runs.lock().unwrap();
         let run = runs.iter().find(|r| r.trace == trace)?;
@@ -85,7 +100,7 @@ async fn call(State(t): State<Truth>, headers: HeaderMap) -> (StatusCode, String
     // The work runs on whatever happens to this request.
     let truth = t.clone();
     let work = tokio::spawn(async move {
-        tokio::time::sleep(RUN).await;
+        tokio::time::sleep(truth.run).await;
         truth.runs.lock().unwrap()[index].end = Some(Utc::now());
     });
     let _ = work.await;
@@ -107,8 +122,8 @@ async fn cancel(State(t): State<Truth>, Path(trace): Path<String>) -> (StatusCod
     t.answer(&trace)
 }
 
-async fn a_handler_slow_to_stop_is_not_retried_beside_itself(backend: Backend) {
-    let truth = Truth::default();
+/// The truthful, slow executor, and a scheduler whose compensation asks every second.
+async fn slow_executor(backend: Backend, truth: &Truth) -> TestApp {
     let app = Router::new()
         .route("/internal/job/status/{trace}", get(status))
         .route("/internal/job/cancel/{trace}", post(cancel))
@@ -118,14 +133,19 @@ async fn a_handler_slow_to_stop_is_not_retried_beside_itself(backend: Backend) {
     let addr = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move { axum::serve(listener, app).await });
     let db = Arc::new(TestDb::create(backend).await);
-    let scheduler = TestApp::spawn_with(db, move |s| {
+    TestApp::spawn_with(db, move |s| {
         s.executors.static_ = static_executors("svc", &[addr]);
         s.compensation.interval_seconds = 1.try_into().unwrap();
         s.compensation.stuck_after_seconds = 3.try_into().unwrap();
         s.compensation.recovery_interval_millis = 200;
         s.compensation.pending_grace_seconds = 2;
     })
-    .await;
+    .await
+}
+
+async fn a_handler_slow_to_stop_is_not_retried_beside_itself(backend: Backend) {
+    let truth = Truth::new(RUN);
+    let scheduler = slow_executor(backend, &truth).await;
     scheduler
         .create_job(
             &json!({"name": "stubborn", "serviceName": "svc", "handler": "h",
@@ -158,4 +178,44 @@ async fn a_handler_slow_to_stop_is_not_retried_beside_itself(backend: Backend) {
             .contains("ran past its timeout"),
         "the executor's own account settles it: {first_row}"
     );
+}
+
+/// A COVER job fired every two seconds whose handler ignores cancels for 6 s: the fire after
+/// the first covers it and waits; the fire after that covers both, the first still stopping.
+/// No fire is called until the first run ended, and no two runs ever overlap.
+async fn a_cover_fire_waits_for_every_run_still_stopping(backend: Backend) {
+    let truth = Truth::new(Duration::from_secs(6));
+    let scheduler = slow_executor(backend, &truth).await;
+    scheduler
+        .create_job(
+            &json!({"name": "covered", "serviceName": "svc", "handler": "h",
+            "cron": "*/2 * * * * ?", "timeoutSeconds": 30, "overlapPolicy": "COVER"}),
+        )
+        .await;
+    let runs = eventually(Duration::from_secs(40), "two runs", || async {
+        let runs = truth.runs.lock().unwrap().clone();
+        (runs.len() >= 2).then_some(runs)
+    })
+    .await;
+    let (status, _) = scheduler
+        .patch("/api/v1/jobs/covered/enabled?enabled=false")
+        .await;
+    assert_eq!(status, 200);
+    let (first, second) = (&runs[0], &runs[1]);
+    let ended = first
+        .end
+        .expect("the first run ended before the next began");
+    assert!(ended <= second.start, "two at once: {runs:?}");
+    // Between them, fires were covered while they waited, never called.
+    let (_, page) = scheduler
+        .get("/api/v1/jobs/covered/executions?status=CANCELLED&size=50")
+        .await;
+    let cancelled = page["content"].as_array().unwrap();
+    assert!(cancelled.len() >= 2, "{page}");
+    let called: Vec<&str> = runs.iter().map(|r| r.trace.as_str()).collect();
+    let never_called = cancelled
+        .iter()
+        .filter(|e| !called.contains(&e["traceId"].as_str().unwrap()))
+        .count();
+    assert!(never_called >= 1, "a fire covered while it waited: {page}");
 }

@@ -36,7 +36,8 @@ backend_tests!(
     children_are_written_once_with_the_success_that_completes_their_fire,
     a_running_row_without_a_start_is_swept,
     an_unreadable_row_is_passed_over_not_fatal,
-    guarded_fires_are_judged_under_their_job
+    guarded_fires_are_judged_under_their_job,
+    a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -729,6 +730,29 @@ async fn claimed(
     }
 }
 
+/// The cron fire `rows` of `job` as admission sees it, started when admitted.
+fn guarded(
+    job: &str,
+    policy: jobflow::jobs::OverlapPolicy,
+    revision: Option<i64>,
+    rows: &[Execution],
+) -> store::GuardedFire {
+    store::GuardedFire {
+        job: job.into(),
+        revision,
+        policy,
+        rows: rows.to_vec(),
+        withdrawal: store::Withdrawal {
+            instance: "127.0.0.1:8080".into(),
+            job: job.into(),
+            claimed: Some(rows[0].fire_time),
+            traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
+        },
+        scheduled: true,
+        start: true,
+    }
+}
+
 /// Guarded fires are judged at their instant under their job's lock: a fire of a job edited,
 /// disabled or deleted since it was planned is withdrawn (its claim and rows deleted); under
 /// SKIP a fire beside an open run is recorded SKIPPED, naming the run; under COVER the open
@@ -742,20 +766,6 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
     let skip_rev = create(&s, body("skip", "SKIP")).await;
     create(&s, body("cover", "COVER")).await;
     let now = Utc.with_ymd_and_hms(2024, 5, 1, 11, 0, 0).unwrap();
-    let guarded = |job: &str, policy, revision, rows: &Vec<Execution>| store::GuardedFire {
-        job: job.into(),
-        revision,
-        policy,
-        rows: rows.clone(),
-        withdrawal: store::Withdrawal {
-            instance: "127.0.0.1:8080".into(),
-            job: job.into(),
-            claimed: Some(rows[0].fire_time),
-            traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
-        },
-        scheduled: true,
-        start: true,
-    };
     use jobflow::jobs::OverlapPolicy::{Cover, Skip};
     // The first fire of each runs; a fire claimed for a later instant is not a run.
     let (first, later) = (
@@ -853,4 +863,92 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(admitted, [store::Admitted::Withdrawn]);
+}
+
+/// A run cancelled while it may still go on at its executor (covered under COVER, or by an
+/// operator's cancel) counts as a run of its job until the stop is confirmed: a COVER fire
+/// after it covers it too, a SKIP fire beside it is skipped. A covered fire that was never
+/// called (PENDING) is not stopping.
+async fn a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed(backend: Backend) {
+    use jobflow::jobs::OverlapPolicy::{Cover, Skip};
+    let (_db, s) = open(backend).await;
+    let body = |name: &str, policy: &str| {
+        serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
+            "cron": "* * * * * ?", "overlapPolicy": policy})
+    };
+    create(&s, body("cover", "COVER")).await;
+    create(&s, body("skip", "SKIP")).await;
+    let t0 = Utc.with_ymd_and_hms(2024, 5, 1, 11, 0, 0).unwrap();
+    let at = |n: i64| t0 + Duration::seconds(n);
+    let traces = |runs: &[Execution]| runs.iter().map(|e| e.trace_id.clone()).collect::<Vec<_>>();
+    let stopping = |s: std::sync::Arc<dyn store::Store>| async move {
+        let all = s.stopping(100).await.unwrap();
+        all.into_iter().map(|e| e.trace_id).collect::<Vec<_>>()
+    };
+    let mut fires = Vec::new();
+    for n in 0..4 {
+        fires.push(claimed(&s, "cover", at(n)).await);
+    }
+    let admit = |n: usize| {
+        let s = s.clone();
+        let fire = guarded("cover", Cover, None, &fires[n]);
+        async move { s.admit(&[fire], at(n as i64)).await.unwrap().remove(0) }
+    };
+    let covered = |a: store::Admitted| match a {
+        store::Admitted::Run { covered, .. } => covered,
+        other => panic!("{other:?}"),
+    };
+    assert!(covered(admit(0).await).is_empty());
+    // Fire 1 covers fire 0, which was called: it is cancelled and stopping.
+    assert_eq!(traces(&covered(admit(1).await)), traces(&fires[0]));
+    assert_eq!(stopping(s.clone()).await, traces(&fires[0]));
+    // Fire 2 covers fire 1 and still waits for fire 0, which has not confirmed its stop.
+    let c = covered(admit(2).await);
+    assert_eq!(traces(&c), [traces(&fires[0]), traces(&fires[1])].concat());
+    assert_eq!(c[0].status, ExecutionStatus::Cancelled, "stopping already");
+    assert_eq!(c[1].status, ExecutionStatus::Running, "as it was found");
+    assert_eq!(stopping(s.clone()).await.len(), 2);
+    // Both stops confirmed: fire 3 covers just fire 2.
+    s.stops_confirmed(&[traces(&fires[0]), traces(&fires[1])].concat())
+        .await
+        .unwrap();
+    assert!(stopping(s.clone()).await.is_empty());
+    assert_eq!(traces(&covered(admit(3).await)), traces(&fires[2]));
+
+    // An operator's cancel of a running SKIP run: a fire beside it is skipped until the stop
+    // is confirmed.
+    let first = claimed(&s, "skip", at(0)).await;
+    s.admit(&[guarded("skip", Skip, None, &first)], at(0))
+        .await
+        .unwrap();
+    let cancel = Transition {
+        finish_time: Some(at(1)),
+        stopping: Some(at(1)),
+        ..Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Cancelled)
+    };
+    assert!(
+        s.transition(&first[0].trace_id, &cancel)
+            .await
+            .unwrap()
+            .applied()
+    );
+    let next = claimed(&s, "skip", at(1)).await;
+    let admitted = s
+        .admit(&[guarded("skip", Skip, None, &next)], at(1))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted[0], store::Admitted::Skipped { running, .. } if *running == traces(&first)),
+        "{admitted:?}"
+    );
+    s.stops_confirmed(&traces(&first)).await.unwrap();
+    let after = claimed(&s, "skip", at(2)).await;
+    let admitted = s
+        .admit(&[guarded("skip", Skip, None, &after)], at(2))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted[0], store::Admitted::Run { .. }),
+        "{admitted:?}"
+    );
 }
