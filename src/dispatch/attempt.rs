@@ -150,7 +150,15 @@ impl Attempts {
         // refused because the row already ended here, not because someone cancelled it.
         let settled_here = Arc::new(AtomicBool::new(false));
         let from: &'static [ExecutionStatus] = match start {
-            Start::Admitted => &[Running],
+            // Admitted RUNNING naming its planned executor: one chosen otherwise is named
+            // first, so a cancel (a newer COVER fire, an operator) reaches the executor called.
+            Start::Admitted => {
+                let named = row.executor_instance.as_deref() == Some(first.as_str());
+                if !named && !self.name_executor(&row, &first).await {
+                    return;
+                }
+                &[Running]
+            }
             Start::Claimed if started - row.due_time <= self.lease / 2 => {
                 self.write_started(&row, first, started, settled_here.clone());
                 &[Pending, Running]
@@ -219,22 +227,10 @@ impl Attempts {
         let request = executor_request(row, job, self.report_url(&row.trace_id));
         let mut refused = Vec::new();
         for (i, instance) in order.iter().enumerate() {
-            if i > 0 {
-                // Failover: the row names the executor being called, and a row cancelled
-                // meanwhile is not called again.
-                let moved = Transition {
-                    executor_instance: Some(instance.addr.to_string()),
-                    ..Transition::to(&[Pending, Running], Running)
-                };
-                if !self
-                    .outcomes
-                    .settler
-                    .write(&row.trace_id, moved)
-                    .await
-                    .is_ok_and(|a| a.applied())
-                {
-                    return None;
-                }
+            // Failover: the row names the executor being called, and a row cancelled
+            // meanwhile is not called again.
+            if i > 0 && !self.name_executor(row, instance.addr.as_str()).await {
+                return None;
             }
             if row.trigger_type == TriggerType::Cron && row.retry_count == 0 {
                 let late = (self.clock.now() - row.fire_time).num_milliseconds().max(0);
@@ -283,6 +279,20 @@ impl Attempts {
         )))))
     }
 
+    /// Names `executor` on the row before it is called, while the row is still open. `false`
+    /// when it was decided (cancelled) meanwhile: it is not called.
+    async fn name_executor(&self, row: &Execution, executor: &str) -> bool {
+        let moved = Transition {
+            executor_instance: Some(executor.to_string()),
+            ..Transition::to(&[Pending, Running], Running)
+        };
+        let settler = &self.outcomes.settler;
+        settler
+            .write(&row.trace_id, moved)
+            .await
+            .is_ok_and(|a| a.applied())
+    }
+
     fn report_url(&self, trace_id: &str) -> String {
         format!(
             "{}/api/v1/jobs/executions/{trace_id}/result",
@@ -301,7 +311,7 @@ impl Attempts {
         at: DateTime<Utc>,
         settled_here: Arc<AtomicBool>,
     ) {
-        let start = Transition::started(executor, at);
+        let start = Transition::started(executor.clone(), at);
         let (this, trace) = (self.clone(), row.trace_id.clone());
         self.tasks.spawn(async move {
             if let Ok(Applied::No) = this.outcomes.settler.started(&trace, start).await
@@ -309,7 +319,12 @@ impl Attempts {
                 && let Ok(Some(now)) = this.executions.get_execution(&trace).await
                 && now.status == Cancelled
             {
-                this.stop(&now).await;
+                // Asked where the call went, whatever executor the row was planned for.
+                let called = Execution {
+                    executor_instance: Some(executor),
+                    ..now
+                };
+                this.stop(&called).await;
             }
         });
     }

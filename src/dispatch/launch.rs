@@ -74,6 +74,11 @@ impl Launcher {
     /// until shutdown; fires claimed for instants after the drain deadline stay PENDING for
     /// compensation.
     pub async fn run(self: Arc<Self>, mut children: mpsc::UnboundedReceiver<Earned>) {
+        // Nothing that waits on the database or an executor runs in this loop, or one slow
+        // admission would hold back every later instant: guarded fires are admitted in order
+        // in their own lane, children and covers in their own tasks.
+        let (lane, admissions) = mpsc::unbounded_channel();
+        self.tasks.spawn(self.clone().admission_lane(admissions));
         loop {
             if self.tasks.is_stopping() {
                 let deadline = self.tasks.deadline().unwrap_or_else(|| self.clock.now());
@@ -92,18 +97,31 @@ impl Launcher {
             tokio::select! {
                 _ = self.clock.sleep_until(next.unwrap_or_default()), if next.is_some() => {}
                 _ = self.waiting.changed.notified() => {}
-                Some((rows, hold)) = children.recv() => self.launch_children(rows, hold).await,
+                Some((rows, hold)) = children.recv() => {
+                    let this = self.clone();
+                    self.tasks.spawn(async move { this.launch_children(rows, hold).await });
+                }
                 _ = self.tasks.stopping(), if !self.tasks.is_stopping() => {}
             }
             let due = self.waiting.take_due(self.clock.now());
             if !due.is_empty() {
-                self.launch_claimed(due).await;
+                let guarded = self.launch_claimed(due).await;
+                if !guarded.is_empty() {
+                    let _ = lane.send(guarded);
+                }
             }
         }
     }
 
-    /// Launches cron fires at their instant.
-    async fn launch_claimed(&self, due: Vec<WaitingFire>) {
+    /// Admits the guarded fires of each instant, one instant after the other.
+    async fn admission_lane(self: Arc<Self>, mut instants: mpsc::UnboundedReceiver<Vec<Ready>>) {
+        while let Some(fires) = instants.recv().await {
+            self.admit(fires).await;
+        }
+    }
+
+    /// Launches cron fires at their instant; returns the guarded ones, to be admitted.
+    async fn launch_claimed(&self, due: Vec<WaitingFire>) -> Vec<Ready> {
         let stale = self.changed_since_handed_out(&due).await;
         let mut ready = Vec::with_capacity(due.len());
         let mut withdrawn = Vec::new();
@@ -121,11 +139,19 @@ impl Launcher {
             }
         }
         self.withdraw(withdrawn);
-        self.launch(ready).await;
+        self.start_plain(ready)
     }
 
     /// Launches recorded fires now (manual runs, children, rows recovered by compensation).
     pub async fn launch(&self, fires: Vec<Ready>) {
+        let guarded = self.start_plain(fires);
+        if !guarded.is_empty() {
+            self.admit(guarded).await;
+        }
+    }
+
+    /// Starts the fires of ALLOW jobs; returns the guarded ones, which must be admitted.
+    fn start_plain(&self, fires: Vec<Ready>) -> Vec<Ready> {
         let fires: Vec<Ready> = fires
             .into_iter()
             .filter_map(|f| self.unplanned(f))
@@ -140,9 +166,7 @@ impl Launcher {
             };
             self.start(&fire.job, fire.rows, start, &fire.hold);
         }
-        if !guarded.is_empty() {
-            self.admit(guarded).await;
-        }
+        guarded
     }
 
     /// Takes out of `fire` the rows of a fire that found no executor: the FAILED row, which is
@@ -293,9 +317,9 @@ impl Launcher {
         }
     }
 
-    /// Starts an admitted fire. A COVER fire first stops what it covers: a cron fire in the
-    /// background (the launcher goes on with the next instants), any other before its caller
-    /// is answered.
+    /// Starts an admitted fire. A COVER fire first stops what it covers, in the background:
+    /// the launcher goes on with the next instants, and a manual trigger is answered with
+    /// its admitted rows.
     pub async fn admitted(&self, fire: Ready, outcome: Admitted) {
         let name = fire.job.name().to_string();
         let start = match fire.claimed {
@@ -311,13 +335,9 @@ impl Launcher {
                     record_final(c, ExecutionStatus::Cancelled, None);
                 }
                 let (attempts, job, hold) = (self.attempts.clone(), fire.job, fire.hold);
-                let covering = async move {
+                self.tasks.spawn(async move {
                     cover(&attempts, &job, covered, rows, start, hold).await;
-                };
-                match fire.claimed {
-                    Some(_) => self.tasks.spawn(covering),
-                    None => covering.await,
-                }
+                });
             }
             Admitted::Skipped { running, .. } => {
                 metrics::counter!("scheduler_overlap_skipped_total", "job_name" => name.clone())
@@ -398,8 +418,15 @@ async fn cover(
 }
 
 /// Asks `run`'s executor to stop it and waits until it has (polling its status), at most
-/// until `bound`.
+/// until `bound`. The row is read again first: an attempt may have named another executor
+/// before the cancel (which no attempt can do after it).
 async fn stopped_by(attempts: &Attempts, run: &Execution, bound: DateTime<Utc>) -> bool {
+    let current = attempts.executions.get_execution(&run.trace_id).await;
+    let run = match current {
+        Ok(Some(now)) => now,
+        _ => run.clone(),
+    };
+    let run = &run;
     let Some(mut answer) = attempts.stop(run).await else {
         return true; // never called: nothing runs
     };

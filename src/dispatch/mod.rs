@@ -144,6 +144,7 @@ impl Dispatcher {
                 alerts.clone(),
                 retries,
                 planner.clone(),
+                book.clone(),
             ),
             lease: chrono::Duration::seconds(settings.compensation.pending_grace_seconds as i64),
             report_base: format!("http://{}", planner.me()),

@@ -20,7 +20,8 @@ use crate::alerts::Alerts;
 use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobDefinition, NewExecution, OverlapPolicy, TriggerType, fire_key,
+    Execution, ExecutionStatus, JobBook, JobDefinition, NewExecution, OverlapPolicy, TriggerType,
+    fire_key,
 };
 use crate::store::{Applied, ChildTrigger, Follow, JobStore, Store, Transition};
 
@@ -100,6 +101,8 @@ pub struct Outcomes {
     pub backoff: Backoff,
     pub planner: Arc<Planner>,
     pub jobs: Arc<dyn JobStore>,
+    /// The engine's definitions, for a child the database cannot be asked about.
+    pub book: Arc<JobBook>,
 }
 
 impl Outcomes {
@@ -110,6 +113,7 @@ impl Outcomes {
         alerts: Arc<Alerts>,
         backoff: Backoff,
         planner: Arc<Planner>,
+        book: Arc<JobBook>,
     ) -> Self {
         Self {
             clock,
@@ -118,6 +122,7 @@ impl Outcomes {
             backoff,
             planner,
             jobs: store,
+            book,
         }
     }
 
@@ -226,17 +231,23 @@ impl Outcomes {
         let mut rows = Vec::new();
         for name in &job.spec.child_jobs {
             let child = match self.jobs.get_job(name.as_str()).await {
-                Ok(Some(child)) => child,
+                Ok(Some(child)) => Arc::new(child),
                 Ok(None) => {
                     tracing::warn!(child = %name, "child job does not exist any more");
                     continue;
                 }
-                Err(e) => {
-                    // Written without this child: the fire is triggered without it. Logged as
-                    // the loss it is; the row's SUCCESS is not held back by a child's lookup.
-                    tracing::error!(child = %name, error = %e, "child job not read; not triggered");
-                    continue;
-                }
+                // The database does not answer (the SUCCESS itself is written once it does):
+                // the engine's definition, current up to its last reload, plans the child.
+                Err(e) => match self.book.get(name.as_str()) {
+                    Some(child) => {
+                        tracing::debug!(child = %name, error = %e, "child job planned from the engine's definitions");
+                        child
+                    }
+                    None => {
+                        tracing::warn!(child = %name, "child job does not exist any more");
+                        continue;
+                    }
+                },
             };
             let planned = self
                 .planner

@@ -4,7 +4,9 @@
 //! must not meet the withdrawn one still in the database (it would be taken for a fire made
 //! already, and the instant lost). If the delete fails, the instant is owed all the same: its
 //! re-fire then finds the old claim and stays unrecorded, and compensation calls the old rows
-//! after their lease, with the job's current definition.
+//! after their lease, with the job's current definition. A fire whose rows compensation took
+//! over already (the instance was late past their lease) is not withdrawn, nor owed again:
+//! it runs as recorded, once.
 
 use std::sync::Arc;
 
@@ -50,11 +52,19 @@ impl Withdraw {
             .collect();
         let (store, sink) = (self.fires.clone(), self.owed.clone());
         self.tasks.spawn(async move {
-            if let Err(e) = store.withdraw_fires(&withdrawals).await {
-                tracing::warn!(error = %e, "withdrawn fires' rows not deleted; compensation settles them after their lease");
-            }
-            for o in owed {
-                let _ = sink.send(o);
+            let withdrawn = match store.withdraw_fires(&withdrawals).await {
+                Ok(withdrawn) => withdrawn,
+                Err(e) => {
+                    tracing::warn!(error = %e, "withdrawn fires' rows not deleted; compensation settles them after their lease");
+                    vec![true; owed.len()]
+                }
+            };
+            for (o, withdrawn) in owed.into_iter().zip(withdrawn) {
+                if withdrawn {
+                    let _ = sink.send(o);
+                } else {
+                    tracing::info!(job_name = %o.job, fire_time = %o.from, "fire not withdrawn: compensation took it over after its lease");
+                }
             }
         });
     }

@@ -20,6 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -227,7 +228,14 @@ impl Engine {
                 return false;
             }
         };
+        // A job's instants owed at once (a burst of its fires withdrawn) are owed from the
+        // earliest: the rules below take every instant after it.
+        let mut earliest: HashMap<String, DateTime<Utc>> = HashMap::new();
         for owed in owed_back.drain(..) {
+            let from = earliest.entry(owed.job).or_insert(owed.from);
+            *from = (*from).min(owed.from);
+        }
+        for owed in earliest.into_iter().map(|(job, from)| Owed { job, from }) {
             if schedule.contains(&owed.job) {
                 schedule.rewind(&owed.job, owed.from);
             } else if let Some(job) = self.book.get(&owed.job).filter(|j| j.spec.enabled) {

@@ -138,14 +138,14 @@ impl FireStore for SqlStore {
         Ok(admitted)
     }
 
-    async fn withdraw_fires(&self, fires: &[Withdrawal]) -> Result<u64, StoreError> {
+    async fn withdraw_fires(&self, fires: &[Withdrawal]) -> Result<Vec<bool>, StoreError> {
         let mut tx = self.db.begin().await?;
-        let mut removed = 0;
+        let mut withdrawn = Vec::with_capacity(fires.len());
         for w in fires {
-            removed += withdraw_in(&mut tx, w).await?;
+            withdrawn.push(withdraw_in(&mut tx, w).await?);
         }
         tx.commit().await?;
-        Ok(removed)
+        Ok(withdrawn)
     }
 
     async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
@@ -236,15 +236,28 @@ async fn insert_claims(tx: &mut Tx, claims: &[&FireClaim]) -> Result<(), StoreEr
     Ok(())
 }
 
-/// Deletes one recorded fire's still-PENDING rows held by its instance, and its claim.
-async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<u64, StoreError> {
-    let mut removed = 0;
+/// Takes back one recorded fire: its rows and its claim are deleted, so its instant can be
+/// fired again, but only while every row that is left is still PENDING and held by the
+/// fire's instance. Once one was taken over (compensation resumed it after its lease) or
+/// moved on, the fire stands as recorded and nothing is deleted: `false`.
+async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, StoreError> {
+    let lock = tx.backend().lock_rows();
+    for chunk in w.traces.chunks(MULTI_ROW) {
+        let mut q =
+            Sql::new("SELECT status, scheduler_instance FROM job_execution WHERE trace_id IN ");
+        q.list(chunk.iter()).push(lock);
+        for row in tx.fetch_all(q).await? {
+            let (status, holder): (String, Option<String>) = (row.at(0)?, row.at(1)?);
+            if status != ExecutionStatus::Pending.as_str() || holder.as_deref() != Some(&w.instance)
+            {
+                return Ok(false);
+            }
+        }
+    }
     for chunk in w.traces.chunks(MULTI_ROW) {
         let mut q = Sql::new("DELETE FROM job_execution WHERE trace_id IN ");
-        q.list(chunk.iter())
-            .push(" AND status = 'PENDING' AND scheduler_instance = ")
-            .bind(&w.instance);
-        removed += tx.execute(q).await?;
+        q.list(chunk.iter());
+        tx.execute(q).await?;
     }
     if let Some(at) = w.claimed {
         let mut q = Sql::new("DELETE FROM job_fire WHERE job_name = ");
@@ -255,7 +268,7 @@ async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<u64, StoreError> {
             .bind(&w.instance);
         tx.execute(q).await?;
     }
-    Ok(removed)
+    Ok(true)
 }
 
 /// Locks the rows of `jobs` (sorted) and reads their revision and whether they are enabled.
@@ -323,8 +336,10 @@ async fn admit_one(
         Some((revision, _)) => fire.revision.is_none_or(|r| r == *revision),
     };
     if !current {
-        withdraw_in(tx, &fire.withdrawal).await?;
-        return Ok(Admitted::Withdrawn);
+        return Ok(match withdraw_in(tx, &fire.withdrawal).await? {
+            true => Admitted::Withdrawn,
+            false => Admitted::Gone,
+        });
     }
     let own: HashSet<&str> = fire.rows.iter().map(|r| r.trace_id.as_str()).collect();
     let runs = open.entry(fire.job.clone()).or_default();

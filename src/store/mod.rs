@@ -415,9 +415,10 @@ pub trait FireStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<Admitted, StoreError>;
     /// Takes back recorded fires that were not called, in one transaction: each claim (by its
-    /// instance) and its still-PENDING rows, so the instants can be fired again (under an
-    /// edited definition) or not at all. Returns the number of rows removed.
-    async fn withdraw_fires(&self, fires: &[Withdrawal]) -> Result<u64, StoreError>;
+    /// instance) and its rows, so the instants can be fired again (under an edited
+    /// definition) or not at all. A fire one of whose rows is no longer PENDING and held by
+    /// its instance (compensation took it over after its lease) stands: `false` for it.
+    async fn withdraw_fires(&self, fires: &[Withdrawal]) -> Result<Vec<bool>, StoreError>;
     /// The most recent claimed fire of a job (misfire detection).
     async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// The most recent claimed fire of every job fired at or after `since`.

@@ -148,14 +148,20 @@ impl Sql {
         self
     }
 
-    /// Appends `(?, ?, …)` bound to `values`.
+    /// Appends `(?, ?, …)` bound to `values` (`(NULL)` when there are none).
     pub fn list<T: Into<Arg>>(&mut self, values: impl IntoIterator<Item = T>) -> &mut Self {
         self.text.push('(');
+        let mut empty = true;
         for (i, v) in values.into_iter().enumerate() {
             if i > 0 {
                 self.text.push_str(", ");
             }
             self.bind(v);
+            empty = false;
+        }
+        // `IN ()` is a syntax error; `IN (NULL)` matches nothing.
+        if empty {
+            self.text.push_str("NULL");
         }
         self.text.push(')');
         self
@@ -455,5 +461,13 @@ mod tests {
             .push(" WHERE k IN ")
             .list(["p", "q"]);
         assert_eq!(u.text, "UPDATE t SET a = ?, b = ? WHERE k IN (?, ?)");
+    }
+
+    #[test]
+    fn an_empty_list_matches_nothing_instead_of_failing() {
+        let mut q = Sql::new("DELETE FROM t WHERE k IN ");
+        q.list(Vec::<String>::new()).push(" AND s = 'x'");
+        assert_eq!(q.text, "DELETE FROM t WHERE k IN (NULL) AND s = 'x'");
+        assert!(q.args.is_empty());
     }
 }

@@ -55,8 +55,10 @@
 //!    Counted apart: calls with a definition older than the last answered one but within
 //!    the allowance, and stale calls of a scheduler paused (SIGSTOP) since the change.
 //! 5. **skip**: no two fires of a job run at the same moment at the executors when the fire
-//!    recorded later (by its rows' `trigger_time`) was recorded under overlap policy SKIP: it
-//!    was judged against the other's open executions and must not have been called.
+//!    recorded later (by its rows' `trigger_time`) was recorded under overlap policy SKIP,
+//!    and its first attempt called under SKIP too: it was judged against the other's open
+//!    executions and must not have been called. (A fire recorded under SKIP but called after
+//!    the job left SKIP, resumed after an outage, follows the policy of its call.)
 //! 6. **cover**: likewise under COVER: the other fire's run has truly ended before the
 //!    later-recorded fire's run starts. For 5 and 6, documented or counted apart: the
 //!    earlier-recorded fire's run was on a bare executor (it cannot be asked or stopped), it
@@ -1086,11 +1088,22 @@ fn judged_under<'r>(
     b: &'r Run,
 ) -> Option<(&'r Run, DateTime<Utc>)> {
     let (ra, rb) = (ix.recorded_at(a), ix.recorded_at(b));
-    let (early, late_at) = if ra <= rb { (a, rb) } else { (b, ra) };
-    match tl.settled_at(late_at, CHANGE_MARGIN, OTHER_ALLOWANCE) {
-        Some(State::Known(def)) if def.overlap == policy => Some((early, late_at)),
-        _ => None,
-    }
+    let (early, late, late_at) = if ra <= rb { (a, b, rb) } else { (b, a, ra) };
+    let under = |at: DateTime<Utc>| {
+        matches!(tl.settled_at(at, CHANGE_MARGIN, OTHER_ALLOWANCE),
+            Some(State::Known(def)) if def.overlap == policy)
+    };
+    // A fire is judged when its first attempt is called (its retries continue it): one
+    // recorded under the policy but called after the job left it (resumed after an outage)
+    // follows the policy of its call.
+    let first_call = ix
+        .runs_of_range(late.range_key())
+        .iter()
+        .filter(|r| !r.execution_id.contains('#'))
+        .map(|r| r.start)
+        .min();
+    let called_under = first_call.is_none_or(under);
+    (under(late_at) && called_under).then_some((early, late_at))
 }
 
 fn exclusive(ix: &Index, name: &'static str, policy: &str) -> Check {
@@ -1774,6 +1787,33 @@ mod tests {
         // Still SKIP when 12 was recorded: it must not have been called.
         h.api.pop();
         assert_eq!(of(&check(&h), "skip").violations, 1);
+    }
+
+    #[test]
+    fn a_fire_called_after_the_job_left_skip_follows_the_policy_of_its_call() {
+        let mut h = steady("a", "SKIP");
+        // The fires of 4 and 5, recorded under SKIP, are resumed together at 12, after an
+        // edit to ALLOW at 7.
+        h.api.push(call(
+            "PUT",
+            "/api/v1/jobs/a",
+            None,
+            7.0,
+            200,
+            Some(view("a", 1, true, "ALLOW", &[])),
+            S1,
+        ));
+        for r in h
+            .runs
+            .iter_mut()
+            .filter(|r| r.fire_time == t(4.0) || r.fire_time == t(5.0))
+        {
+            (r.start, r.end) = (t(12.0), Some(t(12.5)));
+        }
+        assert_eq!(of(&check(&h), "skip").violations, 0);
+        // Still SKIP when they were called: 5 must not have run beside 4, nor 12 beside them.
+        h.api.pop();
+        assert_eq!(of(&check(&h), "skip").violations, 2);
     }
 
     #[test]

@@ -143,6 +143,58 @@ async fn database_down_for_30_seconds_then_back() {
     assert!(!by_trace.is_empty());
 }
 
+/// A parent whose run succeeds while the database is cut still triggers its child: the
+/// SUCCESS is written with the child's rows once the database answers, the child planned
+/// from the engine's definitions when it cannot be read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_during_a_database_cut_triggers_its_children() {
+    let rec = Recorder::slow_for("parent", Duration::from_secs(3)).await;
+    let db = Arc::new(TestDb::create(Backend::MySql).await);
+    let (server, name) = db.url.rsplit_once('/').unwrap();
+    let upstream = server.rsplit_once('@').unwrap().1.to_string();
+    let proxy = CutProxy::start(upstream).await;
+    let via_proxy = format!(
+        "{}@127.0.0.1:{}/{name}",
+        server.rsplit_once('@').unwrap().0,
+        proxy.port
+    );
+    let addr = vec![rec.addr.clone()];
+    let app = TestApp::spawn_with(db.clone(), move |s| {
+        s.database.url = jobflow::config::Secret::new(via_proxy);
+        s.executors.static_ = static_executors("svc", &addr);
+    })
+    .await;
+    app.create_job(
+        &json!({"name": "child", "serviceName": "svc", "handler": "child", "cron": "0 0 3 1 1 ?"}),
+    )
+    .await;
+    app.create_job(
+        &json!({"name": "parent", "serviceName": "svc", "handler": "parent",
+        "cron": "0 0 3 1 1 ?", "childJobs": ["child"]}),
+    )
+    .await;
+    // The engine has read both definitions (within 2 s of a change).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, rows) = app.post("/api/v1/jobs/parent/trigger", &json!({})).await;
+    assert_eq!(status, 200, "{rows}");
+    eventually(Duration::from_secs(10), "the parent's call", || async {
+        (!rec.calls().is_empty()).then_some(())
+    })
+    .await;
+    // Cut while the parent runs; it answers SUCCESS during the cut.
+    proxy.cut();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    proxy.restore();
+    let child = eventually(Duration::from_secs(30), "the child's call", || async {
+        rec.calls().into_iter().find(|c| c.handler == "child")
+    })
+    .await;
+    assert_eq!(child.body["triggerType"], "CHILD", "{}", child.body);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let children = rec.calls().iter().filter(|c| c.handler == "child").count();
+    assert_eq!(children, 1, "triggered once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_answering_100_mib_cannot_exhaust_the_scheduler() {
     // 100 MiB of error page, streamed; the scheduler must stop reading after its limit.

@@ -24,7 +24,8 @@ use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static
 
 backend_tests!(
     a_handler_slow_to_stop_is_not_retried_beside_itself,
-    a_cover_fire_waits_for_every_run_still_stopping
+    a_cover_fire_waits_for_every_run_still_stopping,
+    a_cover_trigger_is_answered_before_the_run_it_covers_stops
 );
 
 /// How long the handler runs, whatever it is asked (unless the test says otherwise).
@@ -218,4 +219,39 @@ async fn a_cover_fire_waits_for_every_run_still_stopping(backend: Backend) {
         .filter(|e| !called.contains(&e["traceId"].as_str().unwrap()))
         .count();
     assert!(never_called >= 1, "a fire covered while it waited: {page}");
+}
+
+/// A manual trigger of a COVER job is answered with its admitted rows at once, while the
+/// run it covers is still stopping; its call waits until that run has ended.
+async fn a_cover_trigger_is_answered_before_the_run_it_covers_stops(backend: Backend) {
+    let truth = Truth::new(Duration::from_secs(4));
+    let scheduler = slow_executor(backend, &truth).await;
+    scheduler
+        .create_job(
+            &json!({"name": "covering", "serviceName": "svc", "handler": "h",
+            "cron": "0 0 3 1 1 ?", "timeoutSeconds": 30, "overlapPolicy": "COVER"}),
+        )
+        .await;
+    let trigger = "/api/v1/jobs/covering/trigger";
+    let (status, _) = scheduler.post(trigger, &json!({})).await;
+    assert_eq!(status, 200);
+    eventually(Duration::from_secs(10), "the first run", || async {
+        (!truth.runs.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    let (status, rows) = scheduler.post(trigger, &json!({})).await;
+    assert_eq!(status, 200, "{rows}");
+    assert!(
+        truth.runs.lock().unwrap()[0].end.is_none(),
+        "answered while the covered run still runs"
+    );
+    let runs = eventually(Duration::from_secs(20), "the second run", || async {
+        let runs = truth.runs.lock().unwrap().clone();
+        (runs.len() >= 2).then_some(runs)
+    })
+    .await;
+    let ended = runs[0]
+        .end
+        .expect("the first run ended before the second began");
+    assert!(ended <= runs[1].start, "two at once: {runs:?}");
 }

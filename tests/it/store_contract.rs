@@ -37,7 +37,8 @@ backend_tests!(
     a_running_row_without_a_start_is_swept,
     an_unreadable_row_is_passed_over_not_fatal,
     guarded_fires_are_judged_under_their_job,
-    a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed
+    a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed,
+    a_fire_taken_over_by_compensation_is_not_withdrawn
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -886,7 +887,7 @@ async fn a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed(backend:
         all.into_iter().map(|e| e.trace_id).collect::<Vec<_>>()
     };
     let mut fires = Vec::new();
-    for n in 0..4 {
+    for n in 0..5 {
         fires.push(claimed(&s, "cover", at(n)).await);
     }
     let admit = |n: usize| {
@@ -914,6 +915,18 @@ async fn a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed(backend:
         .unwrap();
     assert!(stopping(s.clone()).await.is_empty());
     assert_eq!(traces(&covered(admit(3).await)), traces(&fires[2]));
+    // Fire 3 cancelled by an operator: fire 4 finds only runs still stopping, nothing to
+    // cancel, and waits for both.
+    let cancel = Transition {
+        finish_time: Some(at(4)),
+        stopping: Some(at(4)),
+        ..Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Cancelled)
+    };
+    let fire3 = &fires[3][0].trace_id;
+    assert!(s.transition(fire3, &cancel).await.unwrap().applied());
+    let c = covered(admit(4).await);
+    assert_eq!(traces(&c), [traces(&fires[2]), traces(&fires[3])].concat());
+    assert!(c.iter().all(|e| e.status == ExecutionStatus::Cancelled));
 
     // An operator's cancel of a running SKIP run: a fire beside it is skipped until the stop
     // is confirmed.
@@ -950,5 +963,47 @@ async fn a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed(backend:
     assert!(
         matches!(&admitted[0], store::Admitted::Run { .. }),
         "{admitted:?}"
+    );
+}
+
+/// A fire is withdrawn (claim and rows deleted, so its instant can be fired again) only while
+/// every row is PENDING and held by its instance. A fire one of whose rows compensation took
+/// over after its lease stands as recorded.
+async fn a_fire_taken_over_by_compensation_is_not_withdrawn(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let t0 = Utc.with_ymd_and_hms(2024, 5, 1, 12, 0, 0).unwrap();
+    let (kept, taken) = (
+        claimed(&s, "j", t0).await,
+        claimed(&s, "j", t0 + Duration::seconds(1)).await,
+    );
+    let me = "127.0.0.1:8080".to_string();
+    let take = Transition {
+        held_by: Some((me.clone(), taken[0].due_time)),
+        hand_to: Some(("127.0.0.1:8081".into(), t0 + Duration::seconds(30))),
+        ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Pending)
+    };
+    assert!(
+        s.transition(&taken[0].trace_id, &take)
+            .await
+            .unwrap()
+            .applied()
+    );
+    let withdrawal = |rows: &[Execution]| store::Withdrawal {
+        instance: me.clone(),
+        job: "j".into(),
+        claimed: Some(rows[0].fire_time),
+        traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
+    };
+    let outcome = s
+        .withdraw_fires(&[withdrawal(&kept), withdrawal(&taken)])
+        .await
+        .unwrap();
+    assert_eq!(outcome, [true, false]);
+    assert_eq!(s.get_execution(&kept[0].trace_id).await.unwrap(), None);
+    assert!(s.get_execution(&taken[0].trace_id).await.unwrap().is_some());
+    assert_eq!(
+        s.last_fire_time("j").await.unwrap(),
+        Some(t0 + Duration::seconds(1)),
+        "the taken fire keeps its claim, the other one's is gone"
     );
 }
