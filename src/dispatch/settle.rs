@@ -186,3 +186,174 @@ async fn write_batch(store: &dyn ExecutionStore, items: Vec<(String, Transition,
         let _ = reply.send(applied);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Under tokio's paused clock: the deferral and the retry delays pass without real time.
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use chrono::{DateTime, Utc};
+
+    use super::*;
+    use crate::jobs::{Execution, ExecutionStatus};
+    use crate::store::{
+        Activity, Cursor, ExecutionFilter, Listing, PageRequest, Stopping, StoreError, Swept,
+    };
+
+    use ExecutionStatus::{Pending, Running, Success};
+
+    /// Records every batch written; refuses the first `failures` with a database error.
+    #[derive(Default)]
+    struct Recording {
+        batches: Mutex<Vec<Vec<(String, Transition)>>>,
+        failures: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl ExecutionStore for Recording {
+        async fn transitions(
+            &self,
+            batch: &[(String, Transition)],
+        ) -> Result<Vec<Applied>, StoreError> {
+            if self.failures.load(Ordering::SeqCst) > 0 {
+                self.failures.fetch_sub(1, Ordering::SeqCst);
+                return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
+            }
+            self.batches.lock().unwrap().push(batch.to_vec());
+            Ok(batch.iter().map(|_| Applied::yes()).collect())
+        }
+
+        async fn transition(&self, trace: &str, t: &Transition) -> Result<Applied, StoreError> {
+            let mut applied = self.transitions(&[(trace.to_string(), t.clone())]).await?;
+            Ok(applied.remove(0))
+        }
+
+        // The settler writes through `transitions` only.
+        async fn get_execution(&self, _: &str) -> Result<Option<Execution>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
+        async fn list_executions(
+            &self,
+            _: &str,
+            _: Option<ExecutionStatus>,
+            _: PageRequest,
+        ) -> Result<Listing<Execution>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
+        async fn search_executions(
+            &self,
+            _: &ExecutionFilter,
+            _: PageRequest,
+            _: i64,
+        ) -> Result<Listing<Execution>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
+        async fn pending_before(
+            &self,
+            _: DateTime<Utc>,
+            _: Cursor,
+            _: u32,
+        ) -> Result<Vec<Swept>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
+        async fn running_before(
+            &self,
+            _: DateTime<Utc>,
+            _: Cursor,
+            _: u32,
+        ) -> Result<Vec<Swept>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
+        async fn fire_executions(&self, _: &str, _: &str) -> Result<Vec<Execution>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
+        async fn activity_since(&self, _: DateTime<Utc>) -> Result<Activity, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
+        async fn stopping(&self, _: u32) -> Result<Vec<Stopping>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
+        async fn stops_confirmed(&self, _: &[String]) -> Result<(), StoreError> {
+            unreachable!("the settler confirms no stops")
+        }
+    }
+
+    fn started() -> Transition {
+        let at: DateTime<Utc> = "2026-03-01T00:00:00Z".parse().unwrap();
+        Transition::started("127.0.0.1:9000".into(), at)
+    }
+
+    fn success() -> Transition {
+        Transition::to(&[Pending, Running], Success)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_running_answered_within_the_deferral_is_written_with_its_verdict_in_one_update() {
+        let store = Arc::new(Recording::default());
+        let settler = Arc::new(Settler::spawn(store.clone()));
+        let s = settler.clone();
+        let start = tokio::spawn(async move { s.started("a", started()).await });
+        tokio::time::sleep(START_DEFERRAL / 2).await;
+        assert!(settler.settle("a", success()).await.unwrap().applied());
+        assert!(
+            start.await.unwrap().unwrap().applied(),
+            "the RUNNING is told it applied"
+        );
+        let batches = store.batches.lock().unwrap().clone();
+        assert_eq!(batches.len(), 1, "{batches:?}");
+        let (trace, t) = &batches[0][0];
+        assert_eq!((trace.as_str(), t.to), ("a", Success));
+        assert_eq!(t.executor_instance.as_deref(), Some("127.0.0.1:9000"));
+        assert!(t.start_time.is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_running_alone_is_written_once_the_deferral_has_passed() {
+        let store = Arc::new(Recording::default());
+        let settler = Settler::spawn(store.clone());
+        let before = tokio::time::Instant::now();
+        assert!(settler.started("a", started()).await.unwrap().applied());
+        assert!(before.elapsed() >= START_DEFERRAL);
+        assert!(before.elapsed() < START_DEFERRAL * 3);
+        let batches = store.batches.lock().unwrap().clone();
+        assert_eq!(batches.len(), 1);
+        assert_eq!(batches[0][0].1.to, Running);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_the_database_refuses_is_written_again_until_it_goes_in() {
+        let store = Arc::new(Recording::default());
+        store.failures.store(6, Ordering::SeqCst);
+        let settler = Settler::spawn(store.clone());
+        let before = tokio::time::Instant::now();
+        assert!(settler.settle("a", success()).await.unwrap().applied());
+        // 0.1 + 0.2 + 0.4 + 0.8 + 1.6 + 3.2 s of backoff, none of it real.
+        let waited = before.elapsed();
+        assert!(waited >= Duration::from_millis(6_300), "{waited:?}");
+        assert!(waited < Duration::from_millis(6_400), "{waited:?}");
+        assert_eq!(store.batches.lock().unwrap().len(), 1, "written once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_by_another_party_writes_the_deferred_running_first() {
+        let store = Arc::new(Recording::default());
+        let settler = Arc::new(Settler::spawn(store.clone()));
+        let s = settler.clone();
+        let start = tokio::spawn(async move { s.started("a", started()).await });
+        tokio::task::yield_now().await;
+        let cancel = Transition::to(&[Pending, Running], ExecutionStatus::Cancelled);
+        assert!(settler.write("a", cancel).await.unwrap().applied());
+        assert!(start.await.unwrap().unwrap().applied());
+        let written: Vec<ExecutionStatus> = store
+            .batches
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .map(|(_, t)| t.to)
+            .collect();
+        assert_eq!(written, [Running, ExecutionStatus::Cancelled]);
+    }
+}

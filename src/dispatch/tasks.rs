@@ -89,3 +89,53 @@ impl Tasks {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Under tokio's paused clock: minutes of waiting pass in no real time.
+
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        let start: DateTime<Utc> = "2026-03-01T00:00:00Z".parse().unwrap();
+        start + chrono::Duration::seconds(secs)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_waits_until_it_is_due() {
+        let tasks = Tasks::new(Clock::tokio(at(0)));
+        assert!(tasks.until_due(at(90)).await);
+        assert_eq!(tasks.clock.now(), at(90));
+        assert!(
+            tasks.until_due(at(10)).await,
+            "a due time passed is due at once"
+        );
+        assert_eq!(tasks.clock.now(), at(90));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopping_instance_still_does_work_due_before_its_drain_deadline_and_leaves_the_rest()
+    {
+        let tasks = Arc::new(Tasks::new(Clock::tokio(at(0))));
+        let (soon, late) = (tasks.clone(), tasks.clone());
+        let soon = tokio::spawn(async move { soon.until_due(at(3)).await });
+        let late = tokio::spawn(async move { late.until_due(at(60)).await });
+        tokio::task::yield_now().await;
+        assert!(
+            tasks.drain(Duration::from_secs(5)).await,
+            "both waits ended"
+        );
+        assert!(soon.await.unwrap(), "due within the grace: done");
+        assert!(!late.await.unwrap(), "due after it: left for compensation");
+        assert_eq!(tasks.deadline(), Some(at(5)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drain_gives_up_on_work_that_outlives_the_grace() {
+        let tasks = Tasks::new(Clock::tokio(at(0)));
+        tasks.spawn(async { tokio::time::sleep(Duration::from_secs(30)).await });
+        assert!(!tasks.drain(Duration::from_secs(5)).await);
+    }
+}
