@@ -224,8 +224,17 @@ public final class JobFlowExecutor {
     private void cancel(HttpExchange exchange, String traceId) throws Exception {
         Run run = runs.get(traceId);
         if (run == null) {
-            answer(exchange, 404, statusAnswer(traceId, null));
-            return;
+            // The cancel overtook its call: remembered as cancelled, so the call is answered
+            // CANCELLED when it arrives and the handler never runs.
+            Run cancelled = new Run(false, null);
+            Run earlier = runs.putIfAbsent(traceId, cancelled);
+            if (earlier == null) {
+                finish(traceId, cancelled, "CANCELLED",
+                        result(false, "CANCELLED", "cancelled before its call arrived"));
+                answer(exchange, 200, statusAnswer(traceId, cancelled));
+                return;
+            }
+            run = earlier;
         }
         if (run.outcome.get() == null && run.work != null) {
             run.work.cancel(true);

@@ -2,13 +2,13 @@
 //! [`WaitingRoom`]), at once for everything else (manual runs, children). Three things happen
 //! between the instant and the calls:
 //!
-//! 1. **The definition is still current.** A cron fire was planned under the definition the
-//!    engine had when it handed the fire out. The launcher reads the job revision counter
-//!    (one row): when it has moved past what the engine knows, the names of the jobs changed
-//!    since are read too. A fire whose job was edited, disabled or deleted meanwhile (the
+//! 1. **The definition is still current, the rows still PENDING** ([`InstantCheck`], one
+//!    read of one row). A cron fire was planned under the definition the engine had when it
+//!    handed the fire out. A fire whose job was edited, disabled or deleted meanwhile (the
 //!    engine's book or the database says so) is withdrawn, its claim and rows deleted, and
 //!    the engine owes its instant again under the job's current definition. So no call of an
-//!    old definition is made for an instant after the API answered the edit.
+//!    old definition is made for an instant after the API answered the edit. A row cancelled
+//!    through another instance is not called.
 //! 2. **Guarded fires are admitted.** Fires of SKIP and COVER jobs are admitted together, in
 //!    one transaction per instant (see [`FireStore::admit`](crate::store::FireStore::admit)),
 //!    which locks their jobs' rows and decides each fire against its job's open runs: SKIPPED,
@@ -17,7 +17,6 @@
 //!    timeout; then the new fire is recorded SKIPPED): COVER never runs two at once.
 //! 3. **The attempts start**, one per row.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +25,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::admission::Hold;
 use super::attempt::{Attempt, Attempts, Earned, Start};
+use super::instant::InstantCheck;
 use super::tasks::Tasks;
 use super::verdict::{Verdict, record_final};
 use super::waiting::{WaitingFire, WaitingRoom};
@@ -33,11 +33,6 @@ use super::withdraw::Withdraw;
 use crate::clock::Clock;
 use crate::jobs::{Execution, ExecutionStatus, JobBook, JobDefinition, OverlapPolicy, TriggerType};
 use crate::store::{Admitted, GuardedFire, Store, Withdrawal};
-
-/// How long the definition check at an instant may wait for the database before the fires
-/// are launched as claimed: while the database does not answer, no edit can be answered
-/// either, and the calls are not held back by a slow read.
-const CHECK_WAIT: Duration = Duration::from_secs(1);
 
 /// An instant owed again to a job: its fire from `from` on could not be recorded, or was
 /// withdrawn before its call. The engine applies the misfire rules to it.
@@ -67,6 +62,8 @@ pub struct Launcher {
     pub withdraw: Arc<Withdraw>,
     /// Wakes the engine to reload jobs (a definition changed that it does not know yet).
     pub reload: Arc<Notify>,
+    /// What is checked at each instant before its calls.
+    pub instant: InstantCheck,
 }
 
 impl Launcher {
@@ -122,12 +119,29 @@ impl Launcher {
 
     /// Launches cron fires at their instant; returns the guarded ones, to be admitted.
     async fn launch_claimed(&self, due: Vec<WaitingFire>) -> Vec<Ready> {
-        let stale = self.changed_since_handed_out(&due).await;
+        let found = self
+            .instant
+            .check(self.store.as_ref(), &self.book, &due)
+            .await;
+        if found.revision_moved {
+            self.reload.notify_one();
+        }
         let mut ready = Vec::with_capacity(due.len());
         let mut withdrawn = Vec::new();
         for fire in due {
-            let rows = fire.rows.unwrap_or_default();
-            if stale.contains(fire.job.name().as_str()) || !self.is_current(&fire.job) {
+            let mut rows = fire.rows.unwrap_or_default();
+            rows.retain(|r| {
+                let gone = found.gone_rows.contains(&r.trace_id);
+                if gone {
+                    tracing::info!(trace_id = %r.trace_id, job_name = %r.job_name, "not called: cancelled before its instant");
+                }
+                !gone
+            });
+            if rows.is_empty() {
+                continue;
+            }
+            if found.changed_jobs.contains(fire.job.name().as_str()) || !self.is_current(&fire.job)
+            {
                 withdrawn.push((fire.job, fire.fire_time, rows));
             } else {
                 ready.push(Ready {
@@ -235,40 +249,6 @@ impl Launcher {
         self.book
             .get(job.name().as_str())
             .is_some_and(|now| now.revision == job.revision)
-    }
-
-    /// The jobs among `due`'s that were changed in the database after the engine's book: the
-    /// counter is read, and only when it moved, the names changed since.
-    async fn changed_since_handed_out(&self, due: &[WaitingFire]) -> HashSet<String> {
-        let known = self.book.revision();
-        let read = async {
-            let now = self.store.job_revision().await?;
-            if now == known {
-                return Ok(None);
-            }
-            self.reload.notify_one();
-            self.store.jobs_changed_since(known).await
-        };
-        match tokio::time::timeout(CHECK_WAIT, read).await {
-            Ok(Ok(Some(names))) => {
-                let names: HashSet<String> = names.into_iter().collect();
-                due.iter()
-                    .map(|f| f.job.name().to_string())
-                    .filter(|n| names.contains(n))
-                    .collect()
-            }
-            Ok(Ok(None)) => HashSet::new(),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "job definitions not checked at the instant (database error); launched as claimed");
-                HashSet::new()
-            }
-            Err(_) => {
-                tracing::warn!(
-                    "job definitions not checked at the instant (no answer within 1 s); launched as claimed"
-                );
-                HashSet::new()
-            }
-        }
     }
 
     /// Withdraws cron fires whose definition changed: their claims and rows are deleted, then

@@ -31,6 +31,7 @@
 mod admission;
 mod attempt;
 pub mod client;
+mod instant;
 mod launch;
 mod operator;
 pub mod plan;
@@ -160,6 +161,7 @@ impl Dispatcher {
             tasks: tasks.clone(),
             withdraw: withdraw.clone(),
             reload,
+            instant: Default::default(),
         });
         tasks.spawn(launcher.clone().run(children_rx));
         let recorder = Arc::new(Recorder {

@@ -383,10 +383,18 @@ async fn follow_up(
             follow.children = trigger_children(tx, children).await?;
         }
     }
+    let mut cancels: i64 = 0;
     for ((trace, t), a) in batch.iter().zip(applied.iter()) {
         if let (Some(at), true) = (t.stopping, a.applied()) {
             record_stopping(tx, &[trace.as_str()], at).await?;
+            cancels += 1;
         }
+    }
+    if cancels > 0 {
+        // Launchers about to call rows claimed ahead read this counter at their instant.
+        let mut q = Sql::new("UPDATE job_revision SET cancels = cancels + ");
+        q.bind(cancels).push(" WHERE id = 1");
+        tx.execute(q).await?;
     }
     Ok(())
 }

@@ -10,8 +10,8 @@ use super::columns::execution;
 use super::executions::{insert_executions, record_stopping};
 use super::sql::{Sql, Tx};
 use super::{
-    Admitted, FireClaim, FireOutcome, FireRecord, FireStore, GuardedFire, MULTI_ROW, SqlStore,
-    StoreError, UniqueKey, Withdrawal, ms,
+    Admitted, FireClaim, FireOutcome, FireRecord, FireStore, GuardedFire, InstantCounters,
+    MULTI_ROW, SqlStore, StoreError, UniqueKey, Withdrawal, ms,
 };
 use crate::jobs::{Execution, ExecutionStatus, NewExecution, OverlapPolicy, TriggerType};
 
@@ -136,6 +136,27 @@ impl FireStore for SqlStore {
         let admitted = admit_one(&mut tx, &fire, current.get(&fire.job), &mut open, now).await?;
         tx.commit().await?;
         Ok(admitted)
+    }
+
+    async fn instant_counters(&self) -> Result<InstantCounters, StoreError> {
+        let q = Sql::new("SELECT revision, cancels FROM job_revision WHERE id = 1");
+        let row = &self.db.fetch_all(q).await?[0];
+        Ok(InstantCounters {
+            job_revision: row.at(0)?,
+            cancels: row.at(1)?,
+        })
+    }
+
+    async fn no_longer_pending(&self, traces: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut gone = Vec::new();
+        for chunk in traces.chunks(MULTI_ROW) {
+            let mut q = Sql::new("SELECT trace_id FROM job_execution WHERE trace_id IN ");
+            q.list(chunk.iter()).push(" AND status <> 'PENDING'");
+            for row in self.db.fetch_all(q).await? {
+                gone.push(row.at(0)?);
+            }
+        }
+        Ok(gone)
     }
 
     async fn withdraw_fires(&self, fires: &[Withdrawal]) -> Result<Vec<bool>, StoreError> {

@@ -307,6 +307,13 @@ pub struct Unreadable {
 /// One row of a sweep page.
 pub type Swept = Result<Execution, Unreadable>;
 
+/// The counters a launcher reads at an instant (see [`FireStore::instant_counters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstantCounters {
+    pub job_revision: i64,
+    pub cancels: i64,
+}
+
 /// A run cancelled while its handler may still go on at its executor: it counts as a run of
 /// its job for guarded admission until the stop is confirmed (see
 /// [`ExecutionStore::stops_confirmed`]).
@@ -414,6 +421,12 @@ pub trait FireStore: Send + Sync {
         rows: &[NewExecution],
         now: DateTime<Utc>,
     ) -> Result<Admitted, StoreError>;
+    /// What a launcher reads at an instant, in one row: the job revision and the count of
+    /// cancels of rows that may be called ([`Transition::stopping`]).
+    async fn instant_counters(&self) -> Result<InstantCounters, StoreError>;
+    /// Of `traces`, those no longer PENDING (cancelled, or taken over, since they were
+    /// recorded).
+    async fn no_longer_pending(&self, traces: &[String]) -> Result<Vec<String>, StoreError>;
     /// Takes back recorded fires that were not called, in one transaction: each claim (by its
     /// instance) and its rows, so the instants can be fired again (under an edited
     /// definition) or not at all. A fire one of whose rows is no longer PENDING and held by

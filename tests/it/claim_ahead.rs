@@ -23,6 +23,7 @@ backend_tests!(
     a_stopping_instance_still_calls_what_it_claimed,
     an_edit_through_another_instance_is_honoured_at_the_instant,
     a_cancel_through_another_instance_keeps_the_handler_from_running,
+    a_cancel_through_another_instance_reaches_even_a_bare_executor,
 );
 
 /// Every overlap policy: a guarded fire is claimed and withdrawn like any other.
@@ -398,5 +399,40 @@ async fn a_cancel_through_another_instance_keeps_the_handler_from_running(backen
             .unwrap()
             .starts_with("cancelled"),
         "{row}"
+    );
+}
+
+/// The same cancel through another instance, for an executor that does not remember cancels
+/// (the recorder answers a cancel request but runs whatever it is called with, as a bare
+/// executor would): the claimer reads the cancel counter at the instant, sees it moved, finds
+/// the row CANCELLED and never calls.
+async fn a_cancel_through_another_instance_reaches_even_a_bare_executor(backend: Backend) {
+    let recorder = Recorder::start().await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = recorder.addr.clone();
+    let claimer = TestApp::spawn_with(db.clone(), move |s| {
+        s.executors.static_ = static_executors("billing", &[addr]);
+        s.scheduler.claim_ahead_millis = WINDOW_MILLIS;
+    })
+    .await;
+    let other = TestApp::spawn_with(db, |s| {
+        s.scheduler.claim_ahead_millis = 0;
+    })
+    .await;
+    let (at, claimed) =
+        claimed_fire(&claimer, "bare-cancel", "ALLOW", Duration::from_secs(6)).await;
+    let trace = claimed["traceId"].as_str().unwrap();
+    let (status, body) = other
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    past(at).await;
+    assert!(
+        recorder.calls().is_empty(),
+        "never called: {:?}",
+        recorder.calls()
     );
 }

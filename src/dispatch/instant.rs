@@ -1,0 +1,103 @@
+//! What the launcher checks at an instant before it calls the fires claimed for it, in one
+//! read of one row (the job revision and the cancel counter), bounded by [`CHECK_WAIT`]:
+//!
+//! - **jobs changed unseen**: when the revision moved past the engine's book, the names of
+//!   the jobs changed since are read; their fires are withdrawn (see [`launch`](super::launch));
+//! - **rows cancelled elsewhere**: a row claimed ahead here and cancelled through another
+//!   instance is not in this waiting room's reach. Every such cancel bumps the counter in its
+//!   transaction; when it moved since the last instant, the status of the rows about to be
+//!   called is read, and those no longer PENDING are not called. An executor that cannot be
+//!   asked to stop (no cancel endpoint) then never sees the call.
+//!
+//! While the database does not answer, no edit or cancel can be answered either, so the fires
+//! are launched as claimed rather than held back by a slow read.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::waiting::WaitingFire;
+use crate::jobs::JobBook;
+use crate::store::{FireStore, JobStore, StoreError};
+
+/// How long the check at an instant may wait for the database.
+const CHECK_WAIT: Duration = Duration::from_secs(1);
+
+/// What the check found for one instant's fires.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Found {
+    /// The job revision moved past the engine's book (it should reload).
+    pub revision_moved: bool,
+    /// Jobs changed in the database after the engine's book.
+    pub changed_jobs: HashSet<String>,
+    /// Rows cancelled (or taken over) since they were recorded.
+    pub gone_rows: HashSet<String>,
+}
+
+/// The cancel counter as of the last instant checked (`None` before the first).
+#[derive(Default)]
+pub struct InstantCheck {
+    cancels_seen: Mutex<Option<i64>>,
+}
+
+impl InstantCheck {
+    /// Checks `due` against the database (see the module documentation).
+    pub async fn check<S>(&self, store: &S, book: &JobBook, due: &[WaitingFire]) -> Found
+    where
+        S: FireStore + JobStore + ?Sized,
+    {
+        match tokio::time::timeout(CHECK_WAIT, self.read(store, book, due)).await {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "fires not checked at the instant (database error); launched as claimed");
+                Found::default()
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "fires not checked at the instant (no answer within 1 s); launched as claimed"
+                );
+                Found::default()
+            }
+        }
+    }
+
+    async fn read<S>(
+        &self,
+        store: &S,
+        book: &JobBook,
+        due: &[WaitingFire],
+    ) -> Result<Found, StoreError>
+    where
+        S: FireStore + JobStore + ?Sized,
+    {
+        let counters = store.instant_counters().await?;
+        let mut found = Found::default();
+        let known = book.revision();
+        found.revision_moved = counters.job_revision != known;
+        if found.revision_moved
+            && let Some(names) = store.jobs_changed_since(known).await?
+        {
+            let names: HashSet<String> = names.into_iter().collect();
+            found.changed_jobs = due
+                .iter()
+                .map(|f| f.job.name().to_string())
+                .filter(|n| names.contains(n))
+                .collect();
+        }
+        let seen = *self.cancels_seen.lock().expect("cancels lock");
+        if seen != Some(counters.cancels) {
+            let traces: Vec<String> = due
+                .iter()
+                .flat_map(|f| f.rows.iter().flatten())
+                .map(|r| r.trace_id.clone())
+                .collect();
+            found.gone_rows = store
+                .no_longer_pending(&traces)
+                .await?
+                .into_iter()
+                .collect();
+        }
+        *self.cancels_seen.lock().expect("cancels lock") = Some(counters.cancels);
+        Ok(found)
+    }
+}
