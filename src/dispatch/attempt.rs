@@ -4,15 +4,17 @@
 //! Who may call for a row is decided by its state in the database, never by memory alone:
 //! - a PENDING row is *held* by the instance it names (`scheduler_instance`) from its
 //!   `due_time` for `compensation.pending_grace_seconds` (the lease). A cron fire's row
-//!   recorded ahead of its instant ([`Start::Claimed`]) is called at once within the first
-//!   half of its lease, RUNNING written right after the call went out, so no database round
-//!   trip stands between the instant and the call; every other row ([`Start::Take`]: manual
-//!   runs, retries, children, rows taken over from a departed holder, and a claimed row late
-//!   in its lease) is first taken with a compare-and-set PENDING → RUNNING guarded by
-//!   (holder, due time), so a row that was cancelled or taken over meanwhile is never called;
-//! - a RUNNING row has had its call sent (or is about to: a guarded fire's row is admitted
-//!   RUNNING, [`Start::Admitted`]); only its result, or compensation asking the executor,
-//!   moves it on;
+//!   recorded ahead of its instant ([`Start::Claimed`], admitted first when its job is
+//!   guarded) is called at once within the first half of its lease, at the executor it was
+//!   planned for, RUNNING written right after the call went out, so no database round trip
+//!   stands between the instant and the call; every other row ([`Start::Take`]: manual runs,
+//!   retries, children, rows taken over from a departed holder, a claimed row late in its
+//!   lease or whose planned executor has left) is first taken with a compare-and-set
+//!   PENDING → RUNNING naming its executor, guarded by (holder, due time), so a row that was
+//!   cancelled or taken over meanwhile is never called, and a cancel reaches the executor
+//!   that runs it;
+//! - a RUNNING row has had its call sent (or is about to); only its result, or compensation
+//!   asking the executor, moves it on;
 //! - every final status is a compare-and-set, and what it earns (a retry, children) is
 //!   written in the same transaction (see [`verdict`](super::verdict)).
 //!
@@ -45,10 +47,9 @@ use ExecutionStatus::{Cancelled, Pending, Running, Timeout};
 /// How an attempt may start its call (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
-    /// A cron fire's row recorded ahead, launched at its instant.
+    /// A cron fire's row recorded ahead, launched at its instant (and admitted first when its
+    /// job is guarded).
     Claimed,
-    /// The row is RUNNING already: its guarded fire was admitted.
-    Admitted,
     /// Take the row (PENDING → RUNNING, guarded by holder and due time) before calling.
     Take,
 }
@@ -133,10 +134,7 @@ impl Attempts {
             _ = self.tasks.halted() => return,
         };
         let executors = self.outcomes.planner.executors(&job).await;
-        let from: &'static [ExecutionStatus] = match start {
-            Start::Admitted => &[Running],
-            Start::Claimed | Start::Take => &[Pending],
-        };
+        let from: &'static [ExecutionStatus] = &[Pending];
         if executors.is_empty() {
             self.outcomes.alerts.no_executor(&job, &row);
             let verdict = Verdict::failed(no_executor(&job));
@@ -149,17 +147,9 @@ impl Attempts {
         // Set once this attempt's own verdict is written: a RUNNING refused after that was
         // refused because the row already ended here, not because someone cancelled it.
         let settled_here = Arc::new(AtomicBool::new(false));
+        let planned = row.executor_instance.as_deref() == Some(first.as_str());
         let from: &'static [ExecutionStatus] = match start {
-            // Admitted RUNNING naming its planned executor: one chosen otherwise is named
-            // first, so a cancel (a newer COVER fire, an operator) reaches the executor called.
-            Start::Admitted => {
-                let named = row.executor_instance.as_deref() == Some(first.as_str());
-                if !named && !self.name_executor(&row, &first).await {
-                    return;
-                }
-                &[Running]
-            }
-            Start::Claimed if started - row.due_time <= self.lease / 2 => {
+            Start::Claimed if planned && started - row.due_time <= self.lease / 2 => {
                 self.write_started(&row, first, started, settled_here.clone());
                 &[Pending, Running]
             }
@@ -282,9 +272,10 @@ impl Attempts {
     /// Names `executor` on the row before it is called, while the row is still open. `false`
     /// when it was decided (cancelled) meanwhile: it is not called.
     async fn name_executor(&self, row: &Execution, executor: &str) -> bool {
+        // Every move into RUNNING names its start too (compensation reads it).
         let moved = Transition {
-            executor_instance: Some(executor.to_string()),
-            ..Transition::to(&[Pending, Running], Running)
+            from: &[Pending, Running],
+            ..Transition::started(executor.to_string(), self.clock.now())
         };
         let settler = &self.outcomes.settler;
         settler

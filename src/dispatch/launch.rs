@@ -281,7 +281,6 @@ impl Launcher {
                     .rows
                     .first()
                     .is_some_and(|r| r.trigger_type == TriggerType::Cron && r.retry_count == 0),
-                start: f.claimed.is_some(),
             })
             .collect();
         let now = self.clock.now();
@@ -303,7 +302,7 @@ impl Launcher {
     pub async fn admitted(&self, fire: Ready, outcome: Admitted) {
         let name = fire.job.name().to_string();
         let start = match fire.claimed {
-            Some(_) => Start::Admitted,
+            Some(_) => Start::Claimed,
             None => Start::Take,
         };
         match outcome {

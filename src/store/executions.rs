@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use super::admission::lock_job_rows;
 use super::columns::{execution, new_execution_columns};
 use super::sql::{Row, Sql, Tx};
 use super::{
@@ -88,7 +89,7 @@ impl ExecutionStore for SqlStore {
             return Ok(if changed { Applied::yes() } else { Applied::No });
         }
         let mut tx = self.db.begin().await?;
-        lock_jobs(&mut tx, t.lock_job.iter().map(String::as_str)).await?;
+        lock_job_rows(&mut tx, &t.lock_job.iter().map(String::as_str).collect::<Vec<_>>()).await?;
         let changed = tx.execute(transition_query(trace_id, t)).await? == 1;
         let mut applied = [if changed { Applied::yes() } else { Applied::No }];
         let item = (trace_id.to_string(), t.clone());
@@ -103,11 +104,10 @@ impl ExecutionStore for SqlStore {
         batch: &[(String, Transition)],
     ) -> Result<Vec<Applied>, StoreError> {
         let mut tx = self.db.begin().await?;
-        lock_jobs(
-            &mut tx,
-            batch.iter().filter_map(|(_, t)| t.lock_job.as_deref()),
-        )
-        .await?;
+        let mut jobs: Vec<&str> = batch.iter().filter_map(|(_, t)| t.lock_job.as_deref()).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        lock_job_rows(&mut tx, &jobs).await?;
         // Compare: the current status of every row, locked until the commit.
         let lock = tx.backend().lock_rows();
         let mut current: HashMap<String, String> = HashMap::with_capacity(batch.len());
@@ -334,19 +334,6 @@ pub(super) async fn insert_executions(
             Ok((*r).clone().recorded(id))
         })
         .collect()
-}
-
-/// Locks the rows of `jobs` (sorted, so concurrent lockers take them in one order). A write,
-/// so SQLite takes its write lock with the first statement.
-async fn lock_jobs<'a>(tx: &mut Tx, jobs: impl Iterator<Item = &'a str>) -> Result<(), StoreError> {
-    let jobs: BTreeSet<&str> = jobs.collect();
-    if jobs.is_empty() {
-        return Ok(());
-    }
-    let mut q = Sql::new("UPDATE job_definition SET name = name WHERE name IN ");
-    q.list(jobs);
-    tx.execute(q).await?;
-    Ok(())
 }
 
 /// The rows a fire's key names: a range of the unique `execution_id` index (its ids all start

@@ -1,19 +1,19 @@
 //! [`FireStore`] over SQL: recording fires (claims and rows), admitting guarded fires at
 //! their instant, withdrawing fires before it, and the fire history misfire handling reads.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::columns::execution;
-use super::executions::{insert_executions, record_stopping};
+use super::admission::{admit_all, lock_jobs};
+use super::executions::insert_executions;
 use super::sql::{Sql, Tx};
 use super::{
     Admitted, FireClaim, FireOutcome, FireRecord, FireStore, GuardedFire, InstantCounters,
     MULTI_ROW, SqlStore, StoreError, UniqueKey, Withdrawal, ms,
 };
-use crate::jobs::{Execution, ExecutionStatus, NewExecution, OverlapPolicy, TriggerType};
+use crate::jobs::{ExecutionStatus, NewExecution, OverlapPolicy};
 
 /// Fire claims deleted per statement when purging.
 const PURGE_CHUNK: i64 = 5000;
@@ -91,16 +91,7 @@ impl FireStore for SqlStore {
             return Ok(Vec::new());
         }
         let mut tx = self.db.begin().await?;
-        let mut jobs: Vec<&str> = fires.iter().map(|f| f.job.as_str()).collect();
-        jobs.sort_unstable();
-        jobs.dedup();
-        let current = lock_jobs(&mut tx, &jobs).await?;
-        let mut open = open_runs(&mut tx, &jobs).await?;
-        let mut out = Vec::with_capacity(fires.len());
-        for fire in fires {
-            let admitted = admit_one(&mut tx, fire, current.get(&fire.job), &mut open, now).await?;
-            out.push(admitted);
-        }
+        let out = admit_all(&mut tx, fires, now).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -116,9 +107,9 @@ impl FireStore for SqlStore {
         };
         let job = first.job_name.clone();
         let mut tx = self.db.begin().await?;
-        let current = lock_jobs(&mut tx, &[job.as_str()]).await?;
+        // The job's row first, as every admission locks it, then the rows judged under it.
+        lock_jobs(&mut tx, &[job.as_str()]).await?;
         let recorded = insert_executions(&mut tx, &rows.iter().collect::<Vec<_>>()).await?;
-        let mut open = open_runs(&mut tx, &[job.as_str()]).await?;
         let fire = GuardedFire {
             withdrawal: Withdrawal {
                 instance: first.scheduler_instance.clone(),
@@ -131,11 +122,10 @@ impl FireStore for SqlStore {
             policy,
             rows: recorded,
             scheduled: false,
-            start: false,
         };
-        let admitted = admit_one(&mut tx, &fire, current.get(&fire.job), &mut open, now).await?;
+        let mut admitted = admit_all(&mut tx, std::slice::from_ref(&fire), now).await?;
         tx.commit().await?;
-        Ok(admitted)
+        Ok(admitted.pop().expect("one fire, one decision"))
     }
 
     async fn instant_counters(&self) -> Result<InstantCounters, StoreError> {
@@ -261,7 +251,7 @@ async fn insert_claims(tx: &mut Tx, claims: &[&FireClaim]) -> Result<(), StoreEr
 /// fired again, but only while every row that is left is still PENDING and held by the
 /// fire's instance. Once one was taken over (compensation resumed it after its lease) or
 /// moved on, the fire stands as recorded and nothing is deleted: `false`.
-async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, StoreError> {
+pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, StoreError> {
     let lock = tx.backend().lock_rows();
     for chunk in w.traces.chunks(MULTI_ROW) {
         let mut q =
@@ -292,243 +282,3 @@ async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, StoreError> {
     Ok(true)
 }
 
-/// Locks the rows of `jobs` (sorted) and reads their revision and whether they are enabled.
-/// A write first, so SQLite takes its write lock at once: guarded fires and the settling of
-/// guarded jobs' runs wait for each other here.
-async fn lock_jobs(tx: &mut Tx, jobs: &[&str]) -> Result<HashMap<String, (i64, bool)>, StoreError> {
-    let mut lock = Sql::new("UPDATE job_definition SET name = name WHERE name IN ");
-    lock.list(jobs.iter().copied());
-    tx.execute(lock).await?;
-    let mut read = Sql::new("SELECT name, revision, enabled FROM job_definition WHERE name IN ");
-    read.list(jobs.iter().copied());
-    let mut current = HashMap::new();
-    for row in tx.fetch_all(read).await? {
-        current.insert(row.at(0)?, (row.at(1)?, row.at(2)?));
-    }
-    Ok(current)
-}
-
-/// The runs of `jobs`, oldest first, by job: their PENDING and RUNNING rows, and the rows of
-/// runs cancelled but still stopping (see [`Stopping`](super::Stopping)).
-async fn open_runs(
-    tx: &mut Tx,
-    jobs: &[&str],
-) -> Result<HashMap<String, Vec<Execution>>, StoreError> {
-    // Along the status index: the open rows of all jobs are few, a job's history may be
-    // millions. The unary `+` keeps SQLite's planner off the job_name index, which it prefers
-    // without statistics; MySQL ignores it and picks by cost.
-    let mut q = Sql::new(
-        "SELECT * FROM job_execution WHERE status IN ('PENDING', 'RUNNING') AND +job_name IN ",
-    );
-    q.list(jobs.iter().copied());
-    let mut rows = tx.fetch_all(q).await?;
-    let mut q = Sql::new(
-        "SELECT e.* FROM execution_stop s JOIN job_execution e ON e.trace_id = s.trace_id \
-         WHERE s.job_name IN ",
-    );
-    q.list(jobs.iter().copied());
-    rows.extend(tx.fetch_all(q).await?);
-    let mut open: HashMap<String, Vec<Execution>> = HashMap::new();
-    let mut seen = HashSet::new();
-    for row in &rows {
-        let e = execution(row)?;
-        if seen.insert(e.id) {
-            open.entry(e.job_name.clone()).or_default().push(e);
-        }
-    }
-    for runs in open.values_mut() {
-        runs.sort_by_key(|e| e.id);
-    }
-    Ok(open)
-}
-
-/// Decides one guarded fire (see [`FireStore::admit`]), keeping `open` up to date for the
-/// fires after it.
-async fn admit_one(
-    tx: &mut Tx,
-    fire: &GuardedFire,
-    job: Option<&(i64, bool)>,
-    open: &mut HashMap<String, Vec<Execution>>,
-    now: DateTime<Utc>,
-) -> Result<Admitted, StoreError> {
-    let current = match job {
-        None => false,
-        Some((_, false)) if fire.scheduled => false,
-        Some((revision, _)) => fire.revision.is_none_or(|r| r == *revision),
-    };
-    if !current {
-        return Ok(match withdraw_in(tx, &fire.withdrawal).await? {
-            true => Admitted::Withdrawn,
-            false => Admitted::Gone,
-        });
-    }
-    let own: HashSet<&str> = fire.rows.iter().map(|r| r.trace_id.as_str()).collect();
-    let runs = open.entry(fire.job.clone()).or_default();
-    let pending: Vec<String> = runs
-        .iter()
-        .filter(|e| own.contains(e.trace_id.as_str()) && e.status == ExecutionStatus::Pending)
-        .map(|e| e.trace_id.clone())
-        .collect();
-    if pending.is_empty() {
-        return Ok(Admitted::Gone);
-    }
-    let others: Vec<Execution> = runs
-        .iter()
-        .filter(|e| !own.contains(e.trace_id.as_str()) && !claimed_ahead(e, now))
-        .cloned()
-        .collect();
-    let covered = match fire.policy {
-        _ if others.is_empty() => Vec::new(),
-        OverlapPolicy::Allow => Vec::new(),
-        OverlapPolicy::Skip => return skip(tx, runs, &pending, &others).await,
-        OverlapPolicy::Cover => {
-            cover(tx, runs, &others, now).await?;
-            others
-        }
-    };
-    if fire.start {
-        Move::to(ExecutionStatus::Running)
-            .started(now)
-            .apply(tx, &pending)
-            .await?;
-    }
-    let mut rows = Vec::with_capacity(pending.len());
-    for e in runs.iter_mut().filter(|e| pending.contains(&e.trace_id)) {
-        if fire.start {
-            e.status = ExecutionStatus::Running;
-            e.start_time = Some(ms(now));
-        }
-        rows.push(e.clone());
-    }
-    Ok(Admitted::Run { rows, covered })
-}
-
-/// COVER: the open runs among `others` are cancelled; those called (RUNNING) stay in `runs`
-/// as stopping until their executors confirm the stop.
-async fn cover(
-    tx: &mut Tx,
-    runs: &mut Vec<Execution>,
-    others: &[Execution],
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    let open = |e: &&Execution| !e.status.is_final();
-    let cancelled: Vec<String> = others
-        .iter()
-        .filter(open)
-        .map(|e| e.trace_id.clone())
-        .collect();
-    let why = "cancelled: a newer fire replaced it (overlapPolicy COVER)";
-    let cancel = Move::to(ExecutionStatus::Cancelled)
-        .because(why)
-        .finished(now);
-    cancel.apply(tx, &cancelled).await?;
-    let called: Vec<&str> = others
-        .iter()
-        .filter(|e| e.status == ExecutionStatus::Running)
-        .map(|e| e.trace_id.as_str())
-        .collect();
-    record_stopping(tx, &called, now).await?;
-    runs.retain(|e| e.status != ExecutionStatus::Pending || !cancelled.contains(&e.trace_id));
-    for e in runs.iter_mut().filter(|e| cancelled.contains(&e.trace_id)) {
-        e.status = ExecutionStatus::Cancelled;
-    }
-    Ok(())
-}
-
-/// SKIP beside open runs: the fire's `pending` rows are recorded SKIPPED, naming the runs.
-async fn skip(
-    tx: &mut Tx,
-    runs: &mut Vec<Execution>,
-    pending: &[String],
-    others: &[Execution],
-) -> Result<Admitted, StoreError> {
-    let running: Vec<String> = others.iter().map(|e| e.trace_id.clone()).collect();
-    let why = format!(
-        "not called: the job still runs {} (overlapPolicy SKIP)",
-        running.join(", ")
-    );
-    Move::to(ExecutionStatus::Skipped)
-        .because(&why)
-        .apply(tx, pending)
-        .await?;
-    let rows = runs
-        .iter()
-        .filter(|e| pending.contains(&e.trace_id))
-        .map(|e| Execution {
-            status: ExecutionStatus::Skipped,
-            error_message: Some(why.clone()),
-            ..e.clone()
-        })
-        .collect();
-    runs.retain(|e| !pending.contains(&e.trace_id));
-    Ok(Admitted::Skipped { rows, running })
-}
-
-/// A first attempt of a cron fire recorded ahead of its instant, which has not come: not a
-/// run yet.
-fn claimed_ahead(e: &Execution, now: DateTime<Utc>) -> bool {
-    e.status == ExecutionStatus::Pending
-        && e.trigger_type == TriggerType::Cron
-        && e.retry_count == 0
-        && e.due_time > now
-}
-
-/// A move of open rows to a status, with the message, finish and start it sets.
-struct Move<'a> {
-    status: ExecutionStatus,
-    error: Option<&'a str>,
-    finished: Option<DateTime<Utc>>,
-    started: Option<DateTime<Utc>>,
-}
-
-impl<'a> Move<'a> {
-    fn to(status: ExecutionStatus) -> Self {
-        Self {
-            status,
-            error: None,
-            finished: None,
-            started: None,
-        }
-    }
-
-    fn because(self, error: &'a str) -> Self {
-        Self {
-            error: Some(error),
-            ..self
-        }
-    }
-
-    fn finished(self, at: DateTime<Utc>) -> Self {
-        Self {
-            finished: Some(at),
-            ..self
-        }
-    }
-
-    fn started(self, at: DateTime<Utc>) -> Self {
-        Self {
-            started: Some(at),
-            ..self
-        }
-    }
-
-    /// Moves the rows among `traces` that are still open.
-    async fn apply(self, tx: &mut Tx, traces: &[String]) -> Result<u64, StoreError> {
-        let mut set = vec![("status", self.status.as_str().into())];
-        if let Some(e) = self.error {
-            set.push(("error_message", e.into()));
-        }
-        if let Some(f) = self.finished {
-            set.push(("finish_time", f.into()));
-        }
-        if let Some(s) = self.started {
-            set.push(("start_time", s.into()));
-        }
-        let mut q = Sql::new("UPDATE job_execution SET ");
-        q.set(set)
-            .push(" WHERE trace_id IN ")
-            .list(traces.iter())
-            .push(" AND status IN ('PENDING', 'RUNNING')");
-        Ok(tx.execute(q).await?)
-    }
-}

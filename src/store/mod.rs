@@ -13,6 +13,7 @@
 //! over the portable SQL layer of [`sql`], for MySQL, MariaDB and SQLite (chosen by the
 //! database URL scheme; the migrations are per backend, in `migrations/`).
 
+mod admission;
 mod batch;
 mod columns;
 mod executions;
@@ -171,15 +172,12 @@ pub struct GuardedFire {
     pub withdrawal: Withdrawal,
     /// Whether the fire is of a cron instant (so withdrawn when the job is disabled).
     pub scheduled: bool,
-    /// Whether an admitted fire's rows become RUNNING at once (its calls go out right after);
-    /// otherwise they stay PENDING, and each attempt takes its row before its call.
-    pub start: bool,
 }
 
 /// What the admission of one guarded fire came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admitted {
-    /// Its rows may be called (RUNNING from the admission, when it was to start them). Under
+    /// Its rows may be called (still PENDING: each attempt moves its own to RUNNING). Under
     /// COVER, `covered` are the runs it replaces, as they were found (cancelled for it, or
     /// cancelled before and still stopping), which must have stopped before the calls.
     Run {
@@ -404,9 +402,10 @@ pub trait FireStore: Send + Sync {
     /// scheduled fire) or at another revision is withdrawn. Otherwise the job's runs are
     /// read (RUNNING rows; PENDING rows except first attempts of cron fires not yet due and
     /// the fire's own; cancelled runs still [`Stopping`]): under SKIP with any run, the
-    /// fire's rows become SKIPPED; under COVER the open runs are cancelled (those called
-    /// become stopping) and all are returned to be stopped; then the fire's rows become
-    /// RUNNING.
+    /// fire's rows become SKIPPED; under COVER the open runs are cancelled (those that may
+    /// have been called become stopping) and all are returned to be stopped. An admitted
+    /// fire's rows stay PENDING, a run of their job from then on; admitting writes nothing
+    /// for a fire that simply runs.
     async fn admit(
         &self,
         fires: &[GuardedFire],

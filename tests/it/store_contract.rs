@@ -750,7 +750,6 @@ fn guarded(
             traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
         },
         scheduled: true,
-        start: true,
     }
 }
 
@@ -785,7 +784,7 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
         .await
         .unwrap();
     assert!(
-        matches!(&admitted[0], store::Admitted::Run { rows, covered } if rows[0].status == ExecutionStatus::Running && covered.is_empty()),
+        matches!(&admitted[0], store::Admitted::Run { rows, covered } if rows[0].status == ExecutionStatus::Pending && covered.is_empty()),
         "{admitted:?}"
     );
     assert!(matches!(&admitted[1], store::Admitted::Run { covered, .. } if covered.is_empty()));
@@ -907,7 +906,7 @@ async fn a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed(backend:
     let c = covered(admit(2).await);
     assert_eq!(traces(&c), [traces(&fires[0]), traces(&fires[1])].concat());
     assert_eq!(c[0].status, ExecutionStatus::Cancelled, "stopping already");
-    assert_eq!(c[1].status, ExecutionStatus::Running, "as it was found");
+    assert_eq!(c[1].status, ExecutionStatus::Pending, "as it was found");
     assert_eq!(stopping(s.clone()).await.len(), 2);
     // Both stops confirmed: fire 3 covers just fire 2.
     s.stops_confirmed(&[traces(&fires[0]), traces(&fires[1])].concat())
@@ -920,7 +919,10 @@ async fn a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed(backend:
     let cancel = Transition {
         finish_time: Some(at(4)),
         stopping: Some(at(4)),
-        ..Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Cancelled)
+        ..Transition::to(
+            &[ExecutionStatus::Pending, ExecutionStatus::Running],
+            ExecutionStatus::Cancelled,
+        )
     };
     let fire3 = &fires[3][0].trace_id;
     assert!(s.transition(fire3, &cancel).await.unwrap().applied());
@@ -937,7 +939,10 @@ async fn a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed(backend:
     let cancel = Transition {
         finish_time: Some(at(1)),
         stopping: Some(at(1)),
-        ..Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Cancelled)
+        ..Transition::to(
+            &[ExecutionStatus::Pending, ExecutionStatus::Running],
+            ExecutionStatus::Cancelled,
+        )
     };
     assert!(
         s.transition(&first[0].trace_id, &cancel)
