@@ -20,8 +20,11 @@
 #   BENCH_RETENTION_BUFFER_POOL_MIB= the InnoDB buffer pool for the retention run (MiB, restored
 #                                    after); empty keeps the server's
 #   BENCH_SEARCH_ROWS=20000000       executions in the table the execution search is timed on
-#   BENCH_ONLY="precision cluster"   run only these groups (startup precision throughput burst
-#                                    idle cluster retention search)
+#   BENCH_OVERLAP_JOBS=1000          jobs of the SKIP and COVER precision runs (set beside ALLOW)
+#   BENCH_CAMPAIGN_SEEDS=1-50        fault campaign seeds (scripts/campaign.sh)
+#   BENCH_CAMPAIGN_SECONDS=300       fault phase of each campaign seed
+#   BENCH_ONLY="precision cluster"   run only these groups (startup precision overlap throughput
+#                                    burst idle cluster retention search campaign)
 # Results: target/bench-results/<UTC time>/ (results.md and CSVs), plot: docs/benchmarks.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +46,10 @@ RET_SECS="${BENCH_RETENTION_SECONDS:-60}"
 RET_PAIRS="${BENCH_RETENTION_PAIRS:-3}"
 RET_POOL="${BENCH_RETENTION_BUFFER_POOL_MIB:-}"
 SEARCH_ROWS="${BENCH_SEARCH_ROWS:-20000000}"
-ONLY="${BENCH_ONLY:-startup precision throughput burst idle cluster retention search}"
+OVERLAP_JOBS="${BENCH_OVERLAP_JOBS:-1000}"
+CAMPAIGN_SEEDS="${BENCH_CAMPAIGN_SEEDS:-1-50}"
+CAMPAIGN_SECS="${BENCH_CAMPAIGN_SECONDS:-300}"
+ONLY="${BENCH_ONLY:-startup precision overlap throughput burst idle cluster retention search campaign}"
 
 ensure_mariadb
 ensure_rnacos
@@ -100,6 +106,12 @@ if wants precision; then
         run peer-ratchjob --jobs "$n" --seconds "$secs"
     done
 fi
+if wants overlap; then
+    # Guarded fires are admitted at their instant: their delay beside ALLOW's, same run.
+    for policy in ALLOW SKIP COVER; do
+        run precision --jobs "$OVERLAP_JOBS" --seconds "$SECS" --overlap "$policy"
+    done
+fi
 if wants throughput; then
     run throughput --jobs "$TP_RATE" --shards 1 --seconds "$TP_SECS"
     run throughput --jobs "$((TP_RATE / 10))" --shards 10 --seconds "$TP_SECS"
@@ -125,6 +137,13 @@ if wants retention; then
         ${RET_POOL:+--buffer-pool-mib "$RET_POOL"}
 fi
 if wants search; then run search --rows "$SEARCH_ROWS" --jobs 1000 --runs 20; fi
+if wants campaign; then
+    log "bench fault campaign: seeds $CAMPAIGN_SEEDS, $CAMPAIGN_SECS s each"
+    echo >> "$results"
+    echo "\$ scripts/campaign.sh $CAMPAIGN_SEEDS $CAMPAIGN_SECS" >> "$results"
+    JOBFLOW_CAMPAIGN_REPORT="$out/campaign.jsonl" scripts/campaign.sh "$CAMPAIGN_SEEDS" "$CAMPAIGN_SECS" \
+        2>&1 | tail -n 12 | tee -a "$results"
+fi
 
 "$VENV/bin/python" scripts/plot-bench.py "$out" docs/benchmarks.png
 log "results: $results; plot: docs/benchmarks.png"

@@ -108,21 +108,14 @@ impl Dispatcher {
         settings: &Settings,
         parts: Parts,
     ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<Owed>)> {
-        let Parts {
-            clock,
-            store,
-            discovery,
-            alerts,
-            book,
-            reload,
-        } = parts;
+        let (clock, store) = (parts.clock, parts.store);
         let retries = settings.scheduler.retry_backoff();
         let admission = Arc::new(Admission::new(
             settings.executor.max_backlog.get(),
             settings.executor.max_in_flight.get(),
         ));
         let tasks = Arc::new(Tasks::new(clock));
-        let planner = Arc::new(Planner::new(discovery, admission.clone(), retries));
+        let planner = Arc::new(Planner::new(parts.discovery, admission.clone(), retries));
         let waiting = Arc::new(WaitingRoom::default());
         let (owed, owed_rx) = mpsc::unbounded_channel();
         let (children, children_rx) = mpsc::unbounded_channel();
@@ -142,10 +135,10 @@ impl Dispatcher {
             outcomes: Outcomes::new(
                 clock,
                 store.clone(),
-                alerts.clone(),
+                parts.alerts.clone(),
                 retries,
                 planner.clone(),
-                book.clone(),
+                parts.book.clone(),
             ),
             lease: chrono::Duration::seconds(settings.compensation.pending_grace_seconds as i64),
             report_base: format!("http://{}", planner.me()),
@@ -155,12 +148,12 @@ impl Dispatcher {
         let launcher = Arc::new(Launcher {
             clock,
             store: store.clone(),
-            book,
+            book: parts.book,
             waiting: waiting.clone(),
             attempts: attempts.clone(),
             tasks: tasks.clone(),
             withdraw: withdraw.clone(),
-            reload,
+            reload: parts.reload,
             instant: Default::default(),
         });
         tasks.spawn(launcher.clone().run(children_rx));
@@ -187,7 +180,7 @@ impl Dispatcher {
             attempts,
             admission,
             tasks,
-            alerts,
+            alerts: parts.alerts,
         };
         Ok((dispatcher, owed_rx))
     }

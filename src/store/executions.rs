@@ -89,7 +89,11 @@ impl ExecutionStore for SqlStore {
             return Ok(if changed { Applied::yes() } else { Applied::No });
         }
         let mut tx = self.db.begin().await?;
-        lock_job_rows(&mut tx, &t.lock_job.iter().map(String::as_str).collect::<Vec<_>>()).await?;
+        lock_job_rows(
+            &mut tx,
+            &t.lock_job.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await?;
         let changed = tx.execute(transition_query(trace_id, t)).await? == 1;
         let mut applied = [if changed { Applied::yes() } else { Applied::No }];
         let item = (trace_id.to_string(), t.clone());
@@ -104,7 +108,10 @@ impl ExecutionStore for SqlStore {
         batch: &[(String, Transition)],
     ) -> Result<Vec<Applied>, StoreError> {
         let mut tx = self.db.begin().await?;
-        let mut jobs: Vec<&str> = batch.iter().filter_map(|(_, t)| t.lock_job.as_deref()).collect();
+        let mut jobs: Vec<&str> = batch
+            .iter()
+            .filter_map(|(_, t)| t.lock_job.as_deref())
+            .collect();
         jobs.sort_unstable();
         jobs.dedup();
         lock_job_rows(&mut tx, &jobs).await?;

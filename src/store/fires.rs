@@ -281,4 +281,3 @@ pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, Sto
     }
     Ok(true)
 }
-

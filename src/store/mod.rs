@@ -37,6 +37,7 @@ use crate::jobs::{
     TriggerType,
 };
 
+pub use retention::PurgePace;
 pub use sql::Backend;
 pub use transition::{Applied, ChildTrigger, Follow, Transition, fold_moves};
 
@@ -241,36 +242,6 @@ pub enum DocumentOutcome {
     /// This content was applied already (by this instance or another): nothing was written.
     Unchanged,
     Applied(DocumentChanges),
-}
-
-/// How a retention purge walks the table: rows per DELETE, and a rest after each one so the
-/// purge takes a bounded share of the database from the executions running beside it.
-#[derive(Debug, Clone)]
-pub struct PurgePace {
-    /// Rows per DELETE statement (at least 1).
-    pub chunk: u32,
-    /// After each chunk the purge sleeps this many times as long as the chunk took: with
-    /// 8 it holds a connection at most a ninth of the time, and it slows down by itself
-    /// when the database is busy. 0 purges back to back.
-    pub pause_factor: u32,
-    /// Counts the rows as each chunk goes, so a pass of hours shows its progress.
-    pub purged: metrics::Counter,
-}
-
-impl PurgePace {
-    /// Back to back, `chunk` rows per statement, counted nowhere.
-    pub fn unpaused(chunk: u32) -> Self {
-        Self {
-            chunk,
-            pause_factor: 0,
-            purged: metrics::Counter::noop(),
-        }
-    }
-
-    /// The rest after a chunk that took `took`.
-    pub fn pause_after(&self, took: std::time::Duration) -> std::time::Duration {
-        took.saturating_mul(self.pause_factor)
-    }
 }
 
 /// Executions triggered in a window, counted through the `(status, trigger_time)` index.

@@ -5,8 +5,38 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::sql::Sql;
-use super::{PurgePace, RetentionStore, SqlStore, StoreError, ms};
+use super::{RetentionStore, SqlStore, StoreError, ms};
 use crate::jobs::ExecutionStatus;
+
+/// How a retention purge walks the table: rows per DELETE, and a rest after each one so the
+/// purge takes a bounded share of the database from the executions running beside it.
+#[derive(Debug, Clone)]
+pub struct PurgePace {
+    /// Rows per DELETE statement (at least 1).
+    pub chunk: u32,
+    /// After each chunk the purge sleeps this many times as long as the chunk took: with
+    /// 8 it holds a connection at most a ninth of the time, and it slows down by itself
+    /// when the database is busy. 0 purges back to back.
+    pub pause_factor: u32,
+    /// Counts the rows as each chunk goes, so a pass of hours shows its progress.
+    pub purged: metrics::Counter,
+}
+
+impl PurgePace {
+    /// Back to back, `chunk` rows per statement, counted nowhere.
+    pub fn unpaused(chunk: u32) -> Self {
+        Self {
+            chunk,
+            pause_factor: 0,
+            purged: metrics::Counter::noop(),
+        }
+    }
+
+    /// The rest after a chunk that took `took`.
+    pub fn pause_after(&self, took: std::time::Duration) -> std::time::Duration {
+        took.saturating_mul(self.pause_factor)
+    }
+}
 
 #[async_trait]
 impl RetentionStore for SqlStore {
