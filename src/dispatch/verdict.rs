@@ -146,16 +146,17 @@ impl Outcomes {
             }
             _ => None,
         };
+        let retry = job.and_then(|j| self.retry_for(j, row, verdict.status, verdict.retry_as));
         let t = Transition {
             executor_instance: verdict.executor.clone(),
             finish_time: Some(now),
             duration_ms,
             result_message: verdict.message.clone(),
             error_message: verdict.error.clone(),
-            retry: job.and_then(|j| self.retry_for(j, row, verdict.status, verdict.retry_as)),
             lock_job: job
-                .filter(|j| locks_on_settle(j))
+                .filter(|j| locks_on_settle(j, retry.is_some()))
                 .map(|j| j.name().to_string()),
+            retry,
             children,
             ..Transition::to(from, verdict.status)
         };
@@ -268,10 +269,18 @@ impl Outcomes {
     }
 }
 
-/// Whether settling a run of `job` locks the job's row first: its guarded fires are admitted
-/// against its open runs, and its fires' completion triggers its children, under that lock.
-pub fn locks_on_settle(job: &JobDefinition) -> bool {
-    job.spec.overlap_policy != OverlapPolicy::Allow || !job.spec.child_jobs.is_empty()
+/// Whether settling a run of `job` locks the job's row first. Its fires' completion triggers
+/// its children under that lock, so two ranges finishing together are decided one after the
+/// other. Its guarded fires are admitted against its open runs under it too, but only a
+/// retry needs that: a run that ends for good and an admission reading it at the same moment
+/// may pass each other, the admission then seeing the run still open (a SKIP fire skipped
+/// beside a run in its last milliseconds, as if it had come a moment earlier; a COVER fire
+/// asks a run that has ended to stop, which it confirms at once). A retry inserted behind
+/// an admission's read would escape it, so a verdict that earns one waits for the lock.
+/// Without it, the SUCCESS of each run of a guarded job would hold back the admission of
+/// every guarded fire of its instance until its commit.
+pub fn locks_on_settle(job: &JobDefinition, retries: bool) -> bool {
+    !job.spec.child_jobs.is_empty() || (retries && job.spec.overlap_policy != OverlapPolicy::Allow)
 }
 
 /// The metrics of a row that ended with `status`.

@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use super::columns::execution;
 use super::executions::record_stopping;
 use super::fires::withdraw_in;
-use super::sql::{Sql, Tx};
+use super::sql::{Backend, Sql, Tx};
 use super::{Admitted, GuardedFire, MULTI_ROW, StoreError};
 use crate::jobs::{Execution, ExecutionStatus, OverlapPolicy, TriggerType};
 
@@ -61,9 +61,14 @@ pub(super) async fn lock_jobs(
     tx: &mut Tx,
     jobs: &[&str],
 ) -> Result<HashMap<String, (i64, bool)>, StoreError> {
-    lock_job_rows(tx, jobs).await?;
+    // One statement on MySQL, which locks what it reads; SQLite's write lock comes with a
+    // write.
+    let backend = tx.backend();
+    if backend == Backend::Sqlite {
+        lock_job_rows(tx, jobs).await?;
+    }
     let mut read = Sql::new("SELECT name, revision, enabled FROM job_definition WHERE name IN ");
-    read.list(jobs.iter().copied());
+    read.list(jobs.iter().copied()).push(backend.lock_rows());
     let mut current = HashMap::new();
     for row in tx.fetch_all(read).await? {
         current.insert(row.at(0)?, (row.at(1)?, row.at(2)?));

@@ -14,8 +14,8 @@
 //! start and end, the alerts, the faults, the rows) and [`checker`] judges the history against
 //! the README's promises; its module documentation states each invariant exactly.
 //!
-//! - `JOBFLOW_CAMPAIGN_SEEDS=1,2,3` (default `1`) and `JOBFLOW_CAMPAIGN_SECONDS=60` (default
-//!   40) pick the seeds and the length of the fault phase; `JOBFLOW_CAMPAIGN_SETTLE` the quiet
+//! - `JOBFLOW_CAMPAIGN_SEEDS=1,2,3` (default `1,2`) and `JOBFLOW_CAMPAIGN_SECONDS=60` (default
+//!   30) pick the seeds and the length of the fault phase; `JOBFLOW_CAMPAIGN_SETTLE` the quiet
 //!   tail (default 40 s, enough for the recovery bounds).
 //! - `JOBFLOW_CAMPAIGN_REPORT=path` appends one JSON line per seed (counts and examples).
 //! - Each seed's history (JSON) and the schedulers' logs are kept under the test target's
@@ -63,7 +63,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 fn seeds() -> Vec<u64> {
     match std::env::var("JOBFLOW_CAMPAIGN_SEEDS") {
         Ok(s) => s.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
-        Err(_) => vec![1],
+        Err(_) => vec![1, 2],
     }
 }
 
@@ -316,7 +316,7 @@ async fn campaign() {
         println!("every violation: {}", out.display());
         return;
     }
-    let seconds = env_u64("JOBFLOW_CAMPAIGN_SECONDS", 40);
+    let seconds = env_u64("JOBFLOW_CAMPAIGN_SECONDS", 30);
     let settle = env_u64("JOBFLOW_CAMPAIGN_SETTLE", 40);
     let mut failed = Vec::new();
     for seed in seeds() {
