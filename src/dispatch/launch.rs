@@ -29,18 +29,10 @@ use super::instant::InstantCheck;
 use super::tasks::Tasks;
 use super::verdict::{Verdict, record_final};
 use super::waiting::{WaitingFire, WaitingRoom};
-use super::withdraw::Withdraw;
+use super::withdraw::{Owed, Withdraw};
 use crate::clock::Clock;
 use crate::jobs::{Execution, ExecutionStatus, JobBook, JobDefinition, OverlapPolicy, TriggerType};
 use crate::store::{Admitted, GuardedFire, Store, Withdrawal};
-
-/// An instant owed again to a job: its fire from `from` on could not be recorded, or was
-/// withdrawn before its call. The engine applies the misfire rules to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owed {
-    pub job: String,
-    pub from: DateTime<Utc>,
-}
 
 /// A fire recorded and ready to be launched: cron fires from the waiting room, manual runs,
 /// children.

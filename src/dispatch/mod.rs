@@ -52,10 +52,11 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
 
 pub use admission::Hold;
 pub use attempt::{Attempt, Attempts, Start};
-pub use launch::{Launcher, Owed, Ready};
+pub use launch::{Launcher, Ready};
 pub use operator::{DispatchError, Operator, TriggerOptions};
 pub use record::Fire;
 pub use verdict::{Verdict, record_final};
+pub use withdraw::Owed;
 
 use admission::Admission;
 use client::ExecutorClient;

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::admission::Hold;
-use super::launch::Owed;
 use super::planner::Planner;
 use super::waiting::WaitingRoom;
+use super::withdraw::Owed;
 use super::withdraw::Withdraw;
 use crate::clock::Clock;
 use crate::jobs::{JobDefinition, TriggerType};

@@ -13,10 +13,17 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
-use super::launch::Owed;
 use super::tasks::Tasks;
 use crate::jobs::Execution;
 use crate::store::{FireStore, Withdrawal};
+
+/// An instant owed again to a job: its fire from `from` on could not be recorded, or was
+/// withdrawn before its call. The engine applies the misfire rules to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owed {
+    pub job: String,
+    pub from: DateTime<Utc>,
+}
 
 pub struct Withdraw {
     pub fires: Arc<dyn FireStore>,

@@ -16,9 +16,8 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 
 use super::columns::execution;
-use super::executions::record_stopping;
-use super::fires::withdraw_in;
-use super::sql::{Backend, Sql, Tx};
+use super::sql::{Sql, Tx};
+use super::steps::{lock_jobs, record_stopping, withdraw_in};
 use super::{Admitted, GuardedFire, MULTI_ROW, StoreError};
 use crate::jobs::{Execution, ExecutionStatus, OverlapPolicy, TriggerType};
 
@@ -41,39 +40,6 @@ pub(super) async fn admit_all(
     }
     moves.apply(tx).await?;
     Ok(out)
-}
-
-/// Locks the rows of `jobs`: guarded fires and the settling of guarded jobs' runs wait for
-/// each other here. A write, so SQLite takes its write lock with the first statement; one
-/// statement, so InnoDB takes the row locks in index order whatever the order of `jobs`.
-pub(super) async fn lock_job_rows(tx: &mut Tx, jobs: &[&str]) -> Result<(), StoreError> {
-    if jobs.is_empty() {
-        return Ok(());
-    }
-    let mut lock = Sql::new("UPDATE job_definition SET name = name WHERE name IN ");
-    lock.list(jobs.iter().copied());
-    tx.execute(lock).await?;
-    Ok(())
-}
-
-/// Locks the rows of `jobs` and reads their revision and whether they are enabled.
-pub(super) async fn lock_jobs(
-    tx: &mut Tx,
-    jobs: &[&str],
-) -> Result<HashMap<String, (i64, bool)>, StoreError> {
-    // One statement on MySQL, which locks what it reads; SQLite's write lock comes with a
-    // write.
-    let backend = tx.backend();
-    if backend == Backend::Sqlite {
-        lock_job_rows(tx, jobs).await?;
-    }
-    let mut read = Sql::new("SELECT name, revision, enabled FROM job_definition WHERE name IN ");
-    read.list(jobs.iter().copied()).push(backend.lock_rows());
-    let mut current = HashMap::new();
-    for row in tx.fetch_all(read).await? {
-        current.insert(row.at(0)?, (row.at(1)?, row.at(2)?));
-    }
-    Ok(current)
 }
 
 /// The runs of `jobs` at `now`, oldest first, by job: their PENDING and RUNNING rows except

@@ -6,9 +6,9 @@ use std::collections::{BTreeSet, HashMap};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::admission::lock_job_rows;
 use super::columns::{execution, new_execution_columns};
 use super::sql::{Row, Sql, Tx};
+use super::steps::{lock_job_rows, record_stopping};
 use super::{
     ACTIVITY_DELAY_SAMPLE, Activity, Applied, ChildTrigger, Cursor, ExecutionFilter,
     ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, Stopping, StoreError, Swept,
@@ -388,23 +388,6 @@ async fn follow_up(
         // Launchers about to call rows claimed ahead read this counter at their instant.
         let mut q = Sql::new("UPDATE job_revision SET cancels = cancels + ");
         q.bind(cancels).push(" WHERE id = 1");
-        tx.execute(q).await?;
-    }
-    Ok(())
-}
-
-/// Records the runs `traces` as stopping since `at` (see [`Stopping`]).
-pub(super) async fn record_stopping(
-    tx: &mut Tx,
-    traces: &[&str],
-    at: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    for chunk in traces.chunks(MULTI_ROW) {
-        let mut q = Sql::new(tx.backend().insert_ignore());
-        q.push("execution_stop (trace_id, job_name, requested_at) SELECT trace_id, job_name, ")
-            .bind(at)
-            .push(" FROM job_execution WHERE trace_id IN ")
-            .list(chunk.iter().copied());
         tx.execute(q).await?;
     }
     Ok(())

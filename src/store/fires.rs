@@ -6,14 +6,15 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::admission::{admit_all, lock_jobs};
+use super::admission::admit_all;
 use super::executions::insert_executions;
 use super::sql::{Sql, Tx};
+use super::steps::{lock_jobs, withdraw_in};
 use super::{
     Admitted, FireClaim, FireOutcome, FireRecord, FireStore, GuardedFire, InstantCounters,
     MULTI_ROW, SqlStore, StoreError, UniqueKey, Withdrawal, ms,
 };
-use crate::jobs::{ExecutionStatus, NewExecution, OverlapPolicy};
+use crate::jobs::{NewExecution, OverlapPolicy};
 
 /// Fire claims deleted per statement when purging.
 const PURGE_CHUNK: i64 = 5000;
@@ -245,39 +246,4 @@ async fn insert_claims(tx: &mut Tx, claims: &[&FireClaim]) -> Result<(), StoreEr
         tx.execute(q).await.map_err(StoreError::from_write)?;
     }
     Ok(())
-}
-
-/// Takes back one recorded fire: its rows and its claim are deleted, so its instant can be
-/// fired again, but only while every row that is left is still PENDING and held by the
-/// fire's instance. Once one was taken over (compensation resumed it after its lease) or
-/// moved on, the fire stands as recorded and nothing is deleted: `false`.
-pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, StoreError> {
-    let lock = tx.backend().lock_rows();
-    for chunk in w.traces.chunks(MULTI_ROW) {
-        let mut q =
-            Sql::new("SELECT status, scheduler_instance FROM job_execution WHERE trace_id IN ");
-        q.list(chunk.iter()).push(lock);
-        for row in tx.fetch_all(q).await? {
-            let (status, holder): (String, Option<String>) = (row.at(0)?, row.at(1)?);
-            if status != ExecutionStatus::Pending.as_str() || holder.as_deref() != Some(&w.instance)
-            {
-                return Ok(false);
-            }
-        }
-    }
-    for chunk in w.traces.chunks(MULTI_ROW) {
-        let mut q = Sql::new("DELETE FROM job_execution WHERE trace_id IN ");
-        q.list(chunk.iter());
-        tx.execute(q).await?;
-    }
-    if let Some(at) = w.claimed {
-        let mut q = Sql::new("DELETE FROM job_fire WHERE job_name = ");
-        q.bind(&w.job)
-            .push(" AND fire_time = ")
-            .bind(at)
-            .push(" AND scheduler_instance = ")
-            .bind(&w.instance);
-        tx.execute(q).await?;
-    }
-    Ok(true)
 }

@@ -23,6 +23,7 @@ mod mysql;
 mod retention;
 mod sql;
 mod sqlite;
+mod steps;
 mod transition;
 
 use std::collections::HashMap;

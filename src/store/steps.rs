@@ -1,0 +1,96 @@
+//! Steps that more than one part of the store takes inside its own transactions: locking
+//! jobs' rows (admission, settling, manual triggers), recording runs as stopping (admission's
+//! covers, cancels) and taking back a recorded fire (withdrawal, admission).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use super::sql::{Backend, Sql, Tx};
+use super::{MULTI_ROW, StoreError, Withdrawal};
+use crate::jobs::ExecutionStatus;
+
+/// Locks the rows of `jobs`: guarded fires and the settling of guarded jobs' runs wait for
+/// each other here. A write, so SQLite takes its write lock with the first statement; one
+/// statement, so InnoDB takes the row locks in index order whatever the order of `jobs`.
+pub(super) async fn lock_job_rows(tx: &mut Tx, jobs: &[&str]) -> Result<(), StoreError> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let mut lock = Sql::new("UPDATE job_definition SET name = name WHERE name IN ");
+    lock.list(jobs.iter().copied());
+    tx.execute(lock).await?;
+    Ok(())
+}
+
+/// Locks the rows of `jobs` and reads their revision and whether they are enabled.
+pub(super) async fn lock_jobs(
+    tx: &mut Tx,
+    jobs: &[&str],
+) -> Result<HashMap<String, (i64, bool)>, StoreError> {
+    // One statement on MySQL, which locks what it reads; SQLite's write lock comes with a
+    // write.
+    let backend = tx.backend();
+    if backend == Backend::Sqlite {
+        lock_job_rows(tx, jobs).await?;
+    }
+    let mut read = Sql::new("SELECT name, revision, enabled FROM job_definition WHERE name IN ");
+    read.list(jobs.iter().copied()).push(backend.lock_rows());
+    let mut current = HashMap::new();
+    for row in tx.fetch_all(read).await? {
+        current.insert(row.at(0)?, (row.at(1)?, row.at(2)?));
+    }
+    Ok(current)
+}
+
+/// Records the runs `traces` as stopping since `at` (see [`Stopping`]).
+pub(super) async fn record_stopping(
+    tx: &mut Tx,
+    traces: &[&str],
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    for chunk in traces.chunks(MULTI_ROW) {
+        let mut q = Sql::new(tx.backend().insert_ignore());
+        q.push("execution_stop (trace_id, job_name, requested_at) SELECT trace_id, job_name, ")
+            .bind(at)
+            .push(" FROM job_execution WHERE trace_id IN ")
+            .list(chunk.iter().copied());
+        tx.execute(q).await?;
+    }
+    Ok(())
+}
+
+/// Takes back one recorded fire: its rows and its claim are deleted, so its instant can be
+/// fired again, but only while every row that is left is still PENDING and held by the
+/// fire's instance. Once one was taken over (compensation resumed it after its lease) or
+/// moved on, the fire stands as recorded and nothing is deleted: `false`.
+pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, StoreError> {
+    let lock = tx.backend().lock_rows();
+    for chunk in w.traces.chunks(MULTI_ROW) {
+        let mut q =
+            Sql::new("SELECT status, scheduler_instance FROM job_execution WHERE trace_id IN ");
+        q.list(chunk.iter()).push(lock);
+        for row in tx.fetch_all(q).await? {
+            let (status, holder): (String, Option<String>) = (row.at(0)?, row.at(1)?);
+            if status != ExecutionStatus::Pending.as_str() || holder.as_deref() != Some(&w.instance)
+            {
+                return Ok(false);
+            }
+        }
+    }
+    for chunk in w.traces.chunks(MULTI_ROW) {
+        let mut q = Sql::new("DELETE FROM job_execution WHERE trace_id IN ");
+        q.list(chunk.iter());
+        tx.execute(q).await?;
+    }
+    if let Some(at) = w.claimed {
+        let mut q = Sql::new("DELETE FROM job_fire WHERE job_name = ");
+        q.bind(&w.job)
+            .push(" AND fire_time = ")
+            .bind(at)
+            .push(" AND scheduler_instance = ")
+            .bind(&w.instance);
+        tx.execute(q).await?;
+    }
+    Ok(true)
+}
