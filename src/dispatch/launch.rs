@@ -345,10 +345,12 @@ async fn cover(
     hold: Hold,
 ) {
     let bound = attempts.clock.now() + chrono::Duration::seconds(job.spec.timeout_seconds.into());
-    // A PENDING run was never called: cancelling it stopped it.
+    // A run that cannot have been called was stopped by its cancel. An admitted cron fire's
+    // rows stay PENDING while they are called: they are asked like RUNNING ones, and so are
+    // runs cancelled before and still stopping.
     for run in covered
         .iter()
-        .filter(|r| r.status != ExecutionStatus::Pending)
+        .filter(|r| r.status == ExecutionStatus::Cancelled || r.may_have_been_called())
     {
         if !stopped_by(attempts, run, bound).await {
             let why = format!(

@@ -273,10 +273,62 @@ pub struct Execution {
     pub job_params: Option<serde_json::Value>,
 }
 
+impl Execution {
+    /// Whether an open run may have reached its executor: RUNNING, or the PENDING first attempt
+    /// of a cron fire, which is called at its instant without taking its row first and writes
+    /// RUNNING after the call. Other PENDING rows are taken by a compare-and-set before their
+    /// call, so a cancel that wins keeps them from being called.
+    pub fn may_have_been_called(&self) -> bool {
+        self.status == ExecutionStatus::Running
+            || (self.status == ExecutionStatus::Pending
+                && self.trigger_type == TriggerType::Cron
+                && self.retry_count == 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn only_a_cron_fires_first_attempt_may_be_called_while_pending() {
+        let t = Utc.with_ymd_and_hms(2024, 3, 5, 7, 8, 9).unwrap();
+        let row = |status, trigger_type, retry_count| Execution {
+            id: 1,
+            execution_id: "j:20240305070809:0-0".into(),
+            trace_id: "t".into(),
+            job_name: "j".into(),
+            trigger_type,
+            fire_time: t,
+            scheduler_instance: None,
+            executor_instance: None,
+            shard_start: 0,
+            shard_end: 0,
+            shard_count: 1,
+            trigger_time: t,
+            due_time: t,
+            start_time: None,
+            finish_time: None,
+            duration_ms: None,
+            status,
+            retry_count,
+            parent_trace_id: None,
+            result_message: None,
+            error_message: None,
+            job_params: None,
+        };
+        use ExecutionStatus::{Pending, Running, Success};
+        use TriggerType::{Cron, Manual, Retry};
+        // Called at its instant without taking its row: it may run while still PENDING.
+        assert!(row(Pending, Cron, 0).may_have_been_called());
+        assert!(row(Running, Manual, 0).may_have_been_called());
+        // Taken by a compare-and-set before their call.
+        assert!(!row(Pending, Manual, 0).may_have_been_called());
+        assert!(!row(Pending, Cron, 1).may_have_been_called());
+        assert!(!row(Pending, Retry, 1).may_have_been_called());
+        assert!(!row(Success, Cron, 0).may_have_been_called());
+    }
 
     #[test]
     fn execution_id_format() {

@@ -160,11 +160,11 @@ async fn cover(
     moves.push(&cancel, &cancelled);
     let called: Vec<&str> = others
         .iter()
-        .filter(|e| may_be_called(e))
+        .filter(|e| e.may_have_been_called())
         .map(|e| e.trace_id.as_str())
         .collect();
     record_stopping(tx, &called, now).await?;
-    runs.retain(|e| may_be_called(e) || !cancelled.contains(&e.trace_id));
+    runs.retain(|e| e.may_have_been_called() || !cancelled.contains(&e.trace_id));
     for e in runs.iter_mut().filter(|e| cancelled.contains(&e.trace_id)) {
         e.status = ExecutionStatus::Cancelled;
     }
@@ -195,15 +195,6 @@ fn skip(
         .collect();
     runs.retain(|e| !pending.contains(&e.trace_id));
     Admitted::Skipped { rows, running }
-}
-
-/// Whether `e`, an open run found by admission, may have been called: RUNNING, or a cron
-/// fire's first attempt, which is called without taking its row first.
-fn may_be_called(e: &Execution) -> bool {
-    e.status == ExecutionStatus::Running
-        || (e.status == ExecutionStatus::Pending
-            && e.trigger_type == TriggerType::Cron
-            && e.retry_count == 0)
 }
 
 /// A first attempt of a cron fire claimed for an instant that has not come: not a run yet.
