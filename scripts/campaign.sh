@@ -50,4 +50,10 @@ delivered = sum(l["stats"]["fires_delivered"] for l in lines)
 worst = max(lines, key=lambda l: l["stats"]["worst_delay_after_fault_ms"])
 print(f"fires checked {fires}, delivered {delivered}; "
       f"worst first call after a fault {worst['stats']['worst_delay_after_fault_ms']} ms (seed {worst['seed']})")
+for key, title in (("worst_delay_by_fault", "fault"), ("worst_delay_by_policy", "policy")):
+    most = {}
+    for l in lines:
+        for k, ms in l["stats"].get(key, {}).items():
+            most[k] = max(most.get(k, 0), ms)
+    print(f"worst first call by {title}: " + ", ".join(f"{k} {ms} ms" for k, ms in sorted(most.items())))
 EOF

@@ -440,6 +440,9 @@ pub struct Stats {
     pub worst_delay_fire: String,
     /// The same per fault kind.
     pub worst_delay_by_fault: BTreeMap<String, i64>,
+    /// The same per overlap policy of the job at the instant (`changing` when an API change
+    /// was in flight): SKIP and COVER fires may wait for the run they replace to stop.
+    pub worst_delay_by_policy: BTreeMap<String, i64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -1361,7 +1364,13 @@ fn settled(ix: &Index) -> Check {
 
 fn worst_delays(ix: &Index, stats: &mut Stats) {
     let h = ix.h;
-    for ((_, t), rows) in &ix.cron_fires {
+    for ((job, t), rows) in &ix.cron_fires {
+        let policy = ix
+            .timelines
+            .get(*job)
+            .and_then(|tl| tl.settled_at(*t, Duration::zero(), Duration::zero()))
+            .and_then(|s| s.def().map(|d| d.overlap.clone()))
+            .unwrap_or_else(|| "changing".to_string());
         let Some(fault) = h
             .faults
             .iter()
@@ -1384,6 +1393,11 @@ fn worst_delays(ix: &Index, stats: &mut Stats) {
             let by = stats
                 .worst_delay_by_fault
                 .entry(fault.kind.clone())
+                .or_default();
+            *by = (*by).max(delay);
+            let by = stats
+                .worst_delay_by_policy
+                .entry(policy.clone())
                 .or_default();
             *by = (*by).max(delay);
             if delay > stats.worst_delay_after_fault_ms {

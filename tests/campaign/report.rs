@@ -38,6 +38,12 @@ pub fn table(h: &History, v: &Verdict) -> String {
         .map(|(k, ms)| format!("{k} {ms} ms"))
         .collect();
     let _ = writeln!(out, "worst first call by fault: {}", by.join(", "));
+    let by: Vec<String> = s
+        .worst_delay_by_policy
+        .iter()
+        .map(|(k, ms)| format!("{k} {ms} ms"))
+        .collect();
+    let _ = writeln!(out, "worst first call by policy: {}", by.join(", "));
     let _ = writeln!(
         out,
         "parent fires whose children were checked: {} ({} succeeded in every range)",
