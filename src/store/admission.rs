@@ -125,6 +125,8 @@ async fn admit_one(
         OverlapPolicy::Allow => Vec::new(),
         OverlapPolicy::Skip => return Ok(skip(runs, moves, &pending, &others)),
         OverlapPolicy::Cover => {
+            let mut others = others;
+            lock_untaken(tx, runs, &mut others).await?;
             cover(tx, runs, moves, &others, now).await?;
             others
         }
@@ -167,6 +169,41 @@ async fn cover(
     runs.retain(|e| e.may_have_been_called() || !cancelled.contains(&e.trace_id));
     for e in runs.iter_mut().filter(|e| cancelled.contains(&e.trace_id)) {
         e.status = ExecutionStatus::Cancelled;
+    }
+    Ok(())
+}
+
+/// Reads again, under their row locks, the PENDING rows among `others` that are taken by a
+/// compare-and-set before their call (retries, manual and child fires). The admission's read
+/// is a snapshot: a row taken since is on its call, and is covered as a run that may have been
+/// called (its stop waited for); a row not taken yet can no longer be, as its compare-and-set
+/// waits for this transaction and then finds it cancelled. (The campaign found a retry taken
+/// between the read and the cancel, and the covering fire called beside it.)
+async fn lock_untaken(
+    tx: &mut Tx,
+    runs: &mut [Execution],
+    others: &mut [Execution],
+) -> Result<(), StoreError> {
+    let untaken: Vec<&str> = others
+        .iter()
+        .filter(|e| e.status == ExecutionStatus::Pending && !e.may_have_been_called())
+        .map(|e| e.trace_id.as_str())
+        .collect();
+    if untaken.is_empty() {
+        return Ok(());
+    }
+    let mut q = Sql::new("SELECT * FROM job_execution WHERE trace_id IN ");
+    q.list(untaken.iter().copied())
+        .push(tx.backend().lock_rows());
+    let mut current = HashMap::new();
+    for row in tx.fetch_all(q).await? {
+        let e = execution(&row)?;
+        current.insert(e.trace_id.clone(), e);
+    }
+    for e in others.iter_mut().chain(runs.iter_mut()) {
+        if let Some(now) = current.get(&e.trace_id) {
+            *e = now.clone();
+        }
     }
     Ok(())
 }

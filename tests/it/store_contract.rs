@@ -38,7 +38,8 @@ backend_tests!(
     an_unreadable_row_is_passed_over_not_fatal,
     guarded_fires_are_judged_under_their_job,
     a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed,
-    a_fire_taken_over_by_compensation_is_not_withdrawn
+    a_fire_taken_over_by_compensation_is_not_withdrawn,
+    a_run_taken_while_a_cover_fire_is_admitted_is_waited_for
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -1011,4 +1012,114 @@ async fn a_fire_taken_over_by_compensation_is_not_withdrawn(backend: Backend) {
         Some(t0 + Duration::seconds(1)),
         "the taken fire keeps its claim, the other one's is gone"
     );
+}
+
+/// A COVER fire's admission reads the job's open runs, then cancels them. A manual run taken
+/// (PENDING → RUNNING, its call on the way) between that read and the cancel is covered as
+/// a run that may have been called: stopping, to be waited for, never taken for an uncalled
+/// PENDING row. On MariaDB the take holds the row while the admission reads; on SQLite the
+/// single writer orders them, and the admission finds the run RUNNING.
+async fn a_run_taken_while_a_cover_fire_is_admitted_is_waited_for(backend: Backend) {
+    let (db, s) = open(backend).await;
+    create(
+        &s,
+        serde_json::json!({"name": "cover", "serviceName": "s", "handler": "h",
+            "cron": "* * * * * ?", "overlapPolicy": "COVER"}),
+    )
+    .await;
+    let t0 = Utc.with_ymd_and_hms(2024, 5, 1, 11, 0, 0).unwrap();
+    let manual = NewExecution {
+        trigger_type: TriggerType::Manual,
+        execution_id: "cover:MANUAL:m:0-9".into(),
+        ..row("cover", t0, 0, 9)
+    };
+    let manual = match s.record_fire(None, &[manual]).await.unwrap() {
+        FireOutcome::Recorded(mut rows) => rows.remove(0),
+        FireOutcome::AlreadyFired => unreachable!(),
+    };
+    let next = claimed(&s, "cover", t0 + Duration::seconds(1)).await;
+    let take = Transition::started("127.0.0.1:9".into(), t0);
+    let covered = match backend {
+        Backend::MySql => {
+            use sqlx::Connection;
+            // The take, begun before the admission and committed while it waits.
+            let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+            let mut taker = conn.begin().await.unwrap();
+            sqlx::query(
+                "UPDATE job_execution SET status = 'RUNNING', start_time = ? WHERE trace_id = ?",
+            )
+            .bind(t0.naive_utc())
+            .bind(&manual.trace_id)
+            .execute(&mut *taker)
+            .await
+            .unwrap();
+            let admission = {
+                let (s, fire) = (s.clone(), guarded("cover", Cover, None, &next));
+                tokio::spawn(async move { s.admit(&[fire], t0 + Duration::seconds(1)).await })
+            };
+            let watch = sqlx::MySqlPool::connect(&db.url).await.unwrap();
+            crate::helpers::eventually(
+                std::time::Duration::from_secs(10),
+                "the admission waiting for the taken row (or done)",
+                || {
+                    let watch = watch.clone();
+                    let done = admission.is_finished();
+                    async move {
+                        if done {
+                            return Some(());
+                        }
+                        let waiting: i64 = sqlx::query_scalar(
+                            "SELECT COUNT(*) FROM information_schema.innodb_trx \
+                             WHERE trx_state = 'LOCK WAIT'",
+                        )
+                        .fetch_one(&watch)
+                        .await
+                        .unwrap();
+                        (waiting > 0).then_some(())
+                    }
+                },
+            )
+            .await;
+            taker.commit().await.unwrap();
+            admission.await.unwrap().unwrap().remove(0)
+        }
+        Backend::Sqlite => {
+            assert!(
+                s.transition(&manual.trace_id, &take)
+                    .await
+                    .unwrap()
+                    .applied()
+            );
+            s.admit(
+                &[guarded("cover", Cover, None, &next)],
+                t0 + Duration::seconds(1),
+            )
+            .await
+            .unwrap()
+            .remove(0)
+        }
+    };
+    use jobflow::jobs::OverlapPolicy::Cover;
+    let store::Admitted::Run { covered, .. } = covered else {
+        panic!("{covered:?}")
+    };
+    let found: Vec<_> = covered
+        .iter()
+        .map(|e| (e.trace_id.clone(), e.status))
+        .collect();
+    assert_eq!(found, [(manual.trace_id.clone(), ExecutionStatus::Running)]);
+    let stopping: Vec<String> = s
+        .stopping(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.trace_id)
+        .collect();
+    assert_eq!(
+        stopping,
+        [manual.trace_id.clone()],
+        "waited for until its stop is confirmed"
+    );
+    let now = s.get_execution(&manual.trace_id).await.unwrap().unwrap();
+    assert_eq!(now.status, ExecutionStatus::Cancelled);
 }
