@@ -253,6 +253,7 @@ impl Attempts {
                         error,
                         retry_as: TriggerType::Retry,
                         executor: Some(instance.addr.to_string()),
+                        held_by: None,
                     }));
                 }
                 CallOutcome::NoAnswer(why) => {

@@ -358,7 +358,8 @@ async fn cover(
                 run.trace_id, job.spec.timeout_seconds
             );
             for row in &rows {
-                let verdict = Verdict::new(ExecutionStatus::Skipped, why.clone());
+                // Unless compensation took it over while this instance was paused.
+                let verdict = Verdict::new(ExecutionStatus::Skipped, why.clone()).while_held(row);
                 let from = &[ExecutionStatus::Pending, ExecutionStatus::Running];
                 attempts
                     .conclude(job, row, from, verdict, None, &hold)

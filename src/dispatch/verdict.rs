@@ -39,6 +39,10 @@ pub struct Verdict {
     /// The executor that gave it, written with it: its RUNNING (which also names it) may be
     /// decided after the verdict when both are in concurrent batches.
     pub executor: Option<String>,
+    /// Written only while the row is still held by this instance and lease (holder and due
+    /// time): a verdict on a row this instance has not called yet, which compensation may
+    /// have taken over and called meanwhile (see [`Verdict::while_held`]).
+    pub held_by: Option<(String, DateTime<Utc>)>,
 }
 
 impl Verdict {
@@ -49,6 +53,7 @@ impl Verdict {
             error: Some(error.into()),
             retry_as: TriggerType::Retry,
             executor: None,
+            held_by: None,
         }
     }
 
@@ -65,12 +70,22 @@ impl Verdict {
                 error: None,
                 retry_as: TriggerType::Retry,
                 executor: None,
+                held_by: None,
             }
         } else {
             Self::new(
                 status,
                 message.unwrap_or_else(|| format!("{status} (told by the executor)")),
             )
+        }
+    }
+
+    /// The same verdict, written only while `row` is still held as it was: a run this
+    /// instance never called, whose holder may have paused past its lease.
+    pub fn while_held(self, row: &Execution) -> Self {
+        Self {
+            held_by: row.scheduler_instance.clone().map(|s| (s, row.due_time)),
+            ..self
         }
     }
 
@@ -153,6 +168,7 @@ impl Outcomes {
             duration_ms,
             result_message: verdict.message.clone(),
             error_message: verdict.error.clone(),
+            held_by: verdict.held_by.clone(),
             lock_job: job
                 .filter(|j| locks_on_settle(j, retry.is_some()))
                 .map(|j| j.name().to_string()),

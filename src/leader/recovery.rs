@@ -103,6 +103,13 @@ impl Recovery {
             let why = "withdrawn: the job was disabled before this fire was called";
             return self.close(&exec, Cancelled, why).await;
         }
+        // The job was switched off (disabled, or deleted and created again under its name)
+        // since this instant: its holder died before it could withdraw the fire, and the
+        // instant is not owed to the job as it is now.
+        if first_cron && exec.fire_time < job.enabled_since {
+            let why = "withdrawn: the job was disabled or deleted after this fire was claimed";
+            return self.close(&exec, Cancelled, why).await;
+        }
         let now = self.clock.now();
         let take = Transition {
             held_by: holder,

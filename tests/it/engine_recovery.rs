@@ -17,6 +17,7 @@ use crate::recorder::{Recorder, Reply};
 backend_tests!(
     compensation_times_out_stuck_running_rows_and_retries,
     compensation_redispatches_abandoned_pending_rows,
+    compensation_withdraws_a_fire_from_before_the_job_was_created_again,
     a_call_that_never_arrived_is_sent_again_without_spending_a_retry,
     a_run_lost_to_an_executor_restart_is_retried,
     restart_between_fires_follows_the_misfire_policy,
@@ -45,14 +46,34 @@ async fn abandoned_row(
     status: ExecutionStatus,
     executor: &str,
 ) -> String {
+    // An instant of the job as it is (a fire from before it was created or last enabled is
+    // withdrawn, not dispatched).
+    abandoned_row_at(
+        app,
+        job,
+        status,
+        executor,
+        Utc::now() + chrono::Duration::seconds(1),
+    )
+    .await
+}
+
+/// A row of `job`'s fire at `fire`, held by a scheduler whose lease ran out long ago.
+async fn abandoned_row_at(
+    app: &TestApp,
+    job: &str,
+    status: ExecutionStatus,
+    executor: &str,
+    fire: chrono::DateTime<Utc>,
+) -> String {
     let long_ago = Utc::now().trunc_subsecs(0) - chrono::Duration::minutes(5);
     let trace_id = new_trace_id();
     let row = NewExecution {
-        execution_id: format!("{job}:{}:0-0", long_ago.format("%Y%m%d%H%M%S")),
+        execution_id: format!("{job}:{}:0-0", fire.format("%Y%m%d%H%M%S")),
         trace_id: trace_id.clone(),
         job_name: job.into(),
         trigger_type: TriggerType::Cron,
-        fire_time: long_ago,
+        fire_time: fire,
         scheduler_instance: "10.9.9.9:8080".into(),
         executor_instance: None,
         shard_start: 0,
@@ -162,6 +183,30 @@ async fn compensation_redispatches_abandoned_pending_rows(backend: Backend) {
     let calls = rec.calls();
     assert_eq!(calls.len(), 1, "dispatched once");
     assert_eq!(calls[0].trace_id(), trace);
+}
+
+/// The holder of a claimed fire died before it could withdraw it, and the job was deleted and
+/// created again under its name since: compensation withdraws the fire (CANCELLED), it does
+/// not call the new job for an instant from before it existed.
+async fn compensation_withdraws_a_fire_from_before_the_job_was_created_again(backend: Backend) {
+    let rec = Recorder::start().await;
+    let app = compensating_app(backend, &rec).await;
+    let instant = Utc::now().trunc_subsecs(0) - chrono::Duration::seconds(30);
+    app.create_job(
+        &json!({"name": "reborn", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?"}),
+    )
+    .await;
+    let trace = abandoned_row_at(&app, "reborn", ExecutionStatus::Pending, "", instant).await;
+    let e = eventually(Duration::from_secs(10), "CANCELLED", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "CANCELLED").then_some(e)
+    })
+    .await;
+    assert!(
+        e["errorMessage"].as_str().unwrap().starts_with("withdrawn"),
+        "{e}"
+    );
+    assert!(rec.calls().is_empty(), "never called");
 }
 
 async fn restart_between_fires_follows_the_misfire_policy(backend: Backend) {
