@@ -1096,7 +1096,7 @@ async fn a_run_taken_while_a_cover_fire_is_admitted_is_waited_for(backend: Backe
         .collect();
     assert_eq!(
         stopping,
-        [manual.trace_id.clone()],
+        std::slice::from_ref(&manual.trace_id),
         "waited for until its stop is confirmed"
     );
     let now = s.get_execution(&manual.trace_id).await.unwrap().unwrap();
