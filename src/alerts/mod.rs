@@ -1,6 +1,6 @@
-//! Alerts (SPEC §13): an execution's final failure, a fire skipped by the misfire policy, a
-//! fire with no executor, and the recovery on the first success after an alert, sent to
-//! webhook, DingTalk, WeCom, Feishu or Slack channels.
+//! Alerts (docs/production.md, "Alerts"): an execution's final failure, a fire skipped by the
+//! misfire policy, a fire with no executor, and the recovery on the first success after an alert,
+//! sent to webhook, DingTalk, WeCom, Feishu or Slack channels.
 //!
 //! The dispatcher calls `Alerts` without awaiting: deciding, throttling and queueing happen
 //! under one short lock, and each channel has its own bounded queue and delivery task. A slow
@@ -57,8 +57,8 @@ impl AlertEvent {
     }
 }
 
-/// The alert, exactly the generic webhook's JSON body (SPEC §13). Facts an event does not have
-/// (a skipped fire has no execution) are `null`.
+/// The alert, exactly the generic webhook's JSON body (README, "Running jobs in production"). Facts
+/// an event does not have (a skipped fire has no execution) are `null`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Alert {
@@ -346,7 +346,6 @@ impl Target {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::TriggerType;
 
     fn job(max_retry: i64) -> JobDefinition {
         let body = serde_json::json!({
@@ -356,32 +355,8 @@ mod tests {
         JobDefinition::stored(body, Utc::now())
     }
 
-    pub(crate) fn execution(status: ExecutionStatus, retry_count: u32) -> Execution {
-        let now = Utc::now();
-        Execution {
-            id: 1,
-            execution_id: "j:20261130120000:0-0".into(),
-            trace_id: "t".into(),
-            job_name: "j".into(),
-            trigger_type: TriggerType::Cron,
-            fire_time: now,
-            scheduler_instance: None,
-            executor_instance: None,
-            shard_start: 0,
-            shard_end: 0,
-            shard_count: 1,
-            trigger_time: now,
-            due_time: now,
-            start_time: None,
-            finish_time: None,
-            duration_ms: None,
-            status,
-            retry_count,
-            parent_trace_id: None,
-            result_message: None,
-            error_message: None,
-            job_params: None,
-        }
+    fn execution(status: ExecutionStatus, retry_count: u32) -> Execution {
+        Execution::for_tests(status, retry_count)
     }
 
     #[test]

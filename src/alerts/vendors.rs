@@ -1,6 +1,7 @@
 //! What each channel kind sends, and how it is signed:
-//! - `webhook`: the JSON body of SPEC §13; with a secret, `X-JobFlow-Timestamp` (unix seconds)
-//!   and `X-JobFlow-Signature: v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>`.
+//! - `webhook`: the JSON body of README's "Running jobs in production"; with a secret,
+//!   `X-JobFlow-Timestamp` (unix seconds) and `X-JobFlow-Signature: v1=<hex HMAC-SHA256(secret,
+//!   timestamp + "." + body)>`.
 //! - `dingtalk`: custom robot markdown message; with a secret ("加签"), the query parameters
 //!   `timestamp` (unix milliseconds) and `sign` = URL-encoded
 //!   base64(HMAC-SHA256(key = secret, message = timestamp + "\n" + secret)). Answers

@@ -1,5 +1,5 @@
-//! API authentication: bearer tokens with roles (SPEC §9), as extractors so a handler states
-//! the role it needs in its signature.
+//! API authentication: bearer tokens with roles (README, "Security"), as extractors so a handler
+//! states the role it needs in its signature.
 //!
 //! Tokens are kept only as SHA-256 digests and compared in constant time against every
 //! configured token, so neither the comparison nor the lookup leaks which prefix matched.

@@ -1,5 +1,5 @@
-//! The REST API (SPEC §8): JSON in camelCase, errors as problem+json, OpenAPI generated from
-//! the handlers and served with Swagger UI from the binary.
+//! The REST API (README, "The API"): JSON in camelCase, errors as problem+json, OpenAPI generated
+//! from the handlers and served with Swagger UI from the binary.
 
 pub mod auth;
 mod cluster;

@@ -1,5 +1,5 @@
-//! `[alerts]` configuration (SPEC §13): the channels alerts can go to, the channels of jobs
-//! that name none, and the throttle interval.
+//! `[alerts]` configuration (docs/production.md, "Alerts"): the channels alerts can go to, the
+//! channels of jobs that name none, and the throttle interval.
 
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +37,7 @@ impl Default for AlertsSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelKind {
-    /// JSON body of SPEC §13, HMAC-signed with `secret`.
+    /// JSON body of README's "Running jobs in production" (alerts), HMAC-signed with `secret`.
     Webhook,
     /// DingTalk custom robot; `secret` is its "加签" signing secret.
     Dingtalk,

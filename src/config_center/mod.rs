@@ -1,4 +1,4 @@
-//! Jobs as code (SPEC §13): the jobs document in the Nacos config centre
+//! Jobs as code (docs/jobs-as-code.md): the jobs document in the Nacos config centre
 //! (`nacos.jobs_data_id`, `nacos.jobs_group`) is the source of truth for the jobs it names.
 //!
 //! Every instance with a data id configured, in standalone or nacos mode, follows the

@@ -1,7 +1,7 @@
-//! Nacos discovery (SPEC §4, §6.1): this instance registers under the scheduler service once it
-//! is ready, every instance subscribes to that service and recomputes ownership on each push,
-//! and executor instances are kept current per service by subscription (no Nacos round trip
-//! per fire).
+//! Nacos discovery (README, "Running a cluster on Nacos"; docs/design.md, "Ownership"): this
+//! instance registers under the scheduler service once it is ready, every instance subscribes to
+//! that service and recomputes ownership on each push, and executor instances are kept current per
+//! service by subscription (no Nacos round trip per fire).
 //!
 //! Outages: nacos-sdk keeps the last pushed lists and re-registers by itself after a
 //! reconnect; its empty-push protection is on, so an empty push during an outage is never

@@ -1,4 +1,4 @@
-//! The executor wire protocol, scheduler side (SPEC §6.4–6.5, docs/executor-protocol.md): the
+//! The executor wire protocol, scheduler side (docs/executor-protocol.md): the
 //! call with every header and the JSON body, the status probe and the cancel request, and the
 //! classification of what comes back. Nothing else in JobFlow talks HTTP to executors.
 

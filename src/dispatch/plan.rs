@@ -1,5 +1,5 @@
-//! Splitting a job's fixed shard count over the live executors (SPEC §6.2), and routing: which
-//! executor of the sorted list a fire goes to first (SPEC §13 `routeStrategy`).
+//! Splitting a job's fixed shard count over the live executors (docs/design.md, "Dispatch"), and
+//! routing: which executor of the sorted list a fire goes to first (docs/production.md, "Routing").
 //!
 //! Routing strategies, each a pure function of its inputs so that it is tested without a
 //! cluster:

@@ -1,4 +1,5 @@
-//! The scheduling engine (SPEC §4, §5): which jobs this instance owns, and firing them on time.
+//! The scheduling engine (docs/design.md, "How it schedules"): which jobs this instance owns, and
+//! firing them on time.
 //!
 //! One task holds the owned jobs' next fire times in a single ordered queue
 //! ([`timers::FireSchedule`]) and sleeps until the earliest one. It wakes early when the

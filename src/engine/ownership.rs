@@ -1,5 +1,5 @@
-//! Who schedules a job (SPEC §4): lock-free, computed identically by every instance from the
-//! sorted list of healthy scheduler instances.
+//! Who schedules a job (docs/design.md, "Ownership"): lock-free, computed identically by every
+//! instance from the sorted list of healthy scheduler instances.
 //!
 //! - `java-hash`: `sorted[|String.hashCode(name)| mod n]`, bit-for-bit what the Java JobFlow
 //!   computes, so mixed fleets agree. The absolute value is taken in 64 bits: Java's

@@ -1,4 +1,4 @@
-//! Executions: one row per shard range per fire (SPEC §3, §6).
+//! Executions: one row per shard range per fire (docs/design.md, "Dispatch" and "Data model").
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -286,28 +286,25 @@ impl Execution {
     }
 }
 
+/// A row of range 0 of job `j`'s fire now, for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::TimeZone;
-
-    #[test]
-    fn only_a_cron_fires_first_attempt_may_be_called_while_pending() {
-        let t = Utc.with_ymd_and_hms(2024, 3, 5, 7, 8, 9).unwrap();
-        let row = |status, trigger_type, retry_count| Execution {
+impl Execution {
+    pub(crate) fn for_tests(status: ExecutionStatus, retry_count: u32) -> Self {
+        let now = Utc::now();
+        Execution {
             id: 1,
-            execution_id: "j:20240305070809:0-0".into(),
+            execution_id: "j:20261130120000:0-0".into(),
             trace_id: "t".into(),
             job_name: "j".into(),
-            trigger_type,
-            fire_time: t,
+            trigger_type: TriggerType::Cron,
+            fire_time: now,
             scheduler_instance: None,
             executor_instance: None,
             shard_start: 0,
             shard_end: 0,
             shard_count: 1,
-            trigger_time: t,
-            due_time: t,
+            trigger_time: now,
+            due_time: now,
             start_time: None,
             finish_time: None,
             duration_ms: None,
@@ -317,6 +314,20 @@ mod tests {
             result_message: None,
             error_message: None,
             job_params: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn only_a_cron_fires_first_attempt_may_be_called_while_pending() {
+        let row = |status, trigger_type, retry_count| Execution {
+            trigger_type,
+            ..Execution::for_tests(status, retry_count)
         };
         use ExecutionStatus::{Pending, Running, Success};
         use TriggerType::{Cron, Manual, Retry};

@@ -1,5 +1,5 @@
-//! How a job runs in production (SPEC §13): which executor a fire goes to, what happens when
-//! a fire meets a still-running one, which jobs follow a successful fire, and where alerts go.
+//! How a job runs in production (docs/production.md): which executor a fire goes to, what happens
+//! when a fire meets a still-running one, which jobs follow a successful fire, and where alerts go.
 
 use std::collections::HashSet;
 use std::fmt;

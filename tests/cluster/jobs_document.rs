@@ -1,7 +1,7 @@
-//! Jobs as code on a real rnacos with authentication on (SPEC §13): the jobs document is
-//! published, changed, broken, fixed, trimmed and removed through the Nacos open API while two
-//! schedulers in nacos mode (and one standalone) follow it. Naming and config both log in
-//! with `nacos.username` / `nacos.password`; wrong ones stop start-up with a clear message.
+//! Jobs as code on a real rnacos with authentication on (docs/jobs-as-code.md): the jobs document
+//! is published, changed, broken, fixed, trimmed and removed through the Nacos open API while two
+//! schedulers in nacos mode (and one standalone) follow it. Naming and config both log in with
+//! `nacos.username` / `nacos.password`; wrong ones stop start-up with a clear message.
 
 use std::time::Duration;
 

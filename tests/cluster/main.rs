@@ -1,8 +1,7 @@
-//! Cluster tests (SPEC §4, §6.1, §12): real `jobflow` processes in nacos mode against an
-//! rnacos server and one database (MariaDB; one scenario on a SQLite file shared by the
-//! processes), recording executors registered in Nacos.
-//! The scenarios run one after another: each starts several processes and watches real
-//! one-second schedules.
+//! Cluster tests (docs/design.md, "Ownership" and "Cluster behaviour, measured"): real `jobflow`
+//! processes in nacos mode against an rnacos server and one database (MariaDB; one scenario on a
+//! SQLite file shared by the processes), recording executors registered in Nacos. The scenarios run
+//! one after another: each starts several processes and watches real one-second schedules.
 
 // Shared with the fault campaign (tests/campaign), which uses other parts of it.
 #[allow(dead_code)]

@@ -376,13 +376,7 @@ async fn a_cancel_through_another_instance_keeps_the_handler_from_running(backen
     let (at, claimed) =
         claimed_fire(&claimer, "remote-cancel", "ALLOW", Duration::from_secs(6)).await;
     let trace = claimed["traceId"].as_str().unwrap();
-    let (status, body) = other
-        .post(
-            &format!("/api/v1/jobs/executions/{trace}/cancel"),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let body = cancel(&other, trace).await;
     assert_eq!(body["status"], "CANCELLED");
     past(at).await;
     assert_eq!(
@@ -422,17 +416,23 @@ async fn a_cancel_through_another_instance_reaches_even_a_bare_executor(backend:
     let (at, claimed) =
         claimed_fire(&claimer, "bare-cancel", "ALLOW", Duration::from_secs(6)).await;
     let trace = claimed["traceId"].as_str().unwrap();
-    let (status, body) = other
-        .post(
-            &format!("/api/v1/jobs/executions/{trace}/cancel"),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    cancel(&other, trace).await;
     past(at).await;
     assert!(
         recorder.calls().is_empty(),
         "never called: {:?}",
         recorder.calls()
     );
+}
+
+/// Cancels the execution `trace` through `app`; its answer.
+async fn cancel(app: &TestApp, trace: &str) -> serde_json::Value {
+    let (status, body) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body
 }

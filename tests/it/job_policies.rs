@@ -1,4 +1,4 @@
-//! The job fields of SPEC §13 through the REST API: `routeStrategy`, `overlapPolicy`,
+//! The job fields of docs/production.md through the REST API: `routeStrategy`, `overlapPolicy`,
 //! `childJobs`, `alertChannels`, with their defaults, their save-time checks and their place
 //! in the OpenAPI document.
 

@@ -234,7 +234,7 @@ pub fn excerpt(s: &str) -> String {
     }
 }
 
-/// What an executor's answer to a call means (SPEC §6.5, `docs/executor-protocol.md` §2).
+/// What an executor's answer to a call means (`docs/executor-protocol.md` §2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParsedResult {
     /// 202: the executor runs the job and reports the result to `reportUrl`.

@@ -1,6 +1,6 @@
-//! The owned jobs' next fire times, in one ordered queue (SPEC §5). Pure logic: the engine
-//! loop feeds it the owned jobs and the clock and gets back the fires that are due, so every
-//! rule here is tested without real time passing.
+//! The owned jobs' next fire times, in one ordered queue (docs/design.md, "Timers"). Pure logic:
+//! the engine loop feeds it the owned jobs and the clock and gets back the fires that are due, so
+//! every rule here is tested without real time passing.
 //!
 //! Misfire rules, applied both when a job is gained (start-up, failover, rebalance) and when
 //! the loop wakes late, to the scheduled instants not yet fired:
