@@ -8,6 +8,8 @@
 #   BENCH_SECONDS=20                 precision window (each size also runs the floor: the
 #                                    same calls from a process doing nothing else)
 #   BENCH_SECONDS_LARGE=60           precision window from 10,000 jobs up
+#   BENCH_RUNS=1                     precision runs per size (rounds of floor, JobFlow on
+#                                    MariaDB and on SQLite, and the peers, for the spread)
 #   BENCH_THROUGHPUT_SECONDS=300     sustained-throughput window
 #   BENCH_THROUGHPUT_RATE=1000       executions per second offered (shard_count 1 and 10)
 #   BENCH_BURST=10000                jobs due at one instant
@@ -35,6 +37,7 @@ cd "$(dirname "$0")/.."
 JOBS="${BENCH_JOBS:-50 300 1000 10000}"
 SECS="${BENCH_SECONDS:-20}"
 SECS_LARGE="${BENCH_SECONDS_LARGE:-60}"
+RUNS="${BENCH_RUNS:-1}"
 TP_SECS="${BENCH_THROUGHPUT_SECONDS:-300}"
 TP_RATE="${BENCH_THROUGHPUT_RATE:-1000}"
 BURST="${BENCH_BURST:-10000}"
@@ -97,13 +100,18 @@ wants() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 if wants startup; then run startup --runs 5; fi
 if wants precision; then
+    # JobFlow at its defaults (INFO logs, the default pools), on MariaDB and on the embedded
+    # SQLite; the floor and the peers in the same round.
     for n in $JOBS; do
         secs="$SECS"
         if [ "$n" -ge 10000 ]; then secs="$SECS_LARGE"; fi
-        run floor --jobs "$n" --seconds "$secs"
-        run precision --jobs "$n" --seconds "$secs"
-        run peer-tcs --jobs "$n" --seconds "$secs"
-        run peer-ratchjob --jobs "$n" --seconds "$secs"
+        for _ in $(seq "$RUNS"); do
+            run floor --jobs "$n" --seconds "$secs"
+            run precision --jobs "$n" --seconds "$secs"
+            run precision --jobs "$n" --seconds "$secs" --sqlite
+            run peer-tcs --jobs "$n" --seconds "$secs"
+            run peer-ratchjob --jobs "$n" --seconds "$secs"
+        done
     done
 fi
 if wants overlap; then

@@ -7,7 +7,7 @@ use chrono::{DateTime, SubsecRound, Timelike, Utc};
 use crate::Args;
 use crate::support::{
     Database, DelayStats, Jobflow, create_jobs, database_pid, metric_sum, own_cpu, percentile,
-    proc_usage, record, record_precision, recorder, server_counters,
+    proc_usage, read_api_until, record, record_precision, recorder, server_counters,
 };
 
 /// CPU seconds of JobFlow, the database server and the benchmark process (the executor).
@@ -50,7 +50,7 @@ async fn sleep_until(t: DateTime<Utc>) {
 pub async fn precision(a: &Args) {
     let (executors, calls) = recorder(a.shards as usize).await;
     let db = Database::create(a.sqlite).await;
-    let jf = Jobflow::start(&db.url, &executors);
+    let jf = Jobflow::start_default(&db.url, &executors);
     let backend = if a.sqlite { "SQLite" } else { "MariaDB" };
     println!(
         "# {} — {} jobs × {} shards, {} s window, {backend}, overlapPolicy {}",
@@ -69,6 +69,7 @@ pub async fn precision(a: &Args) {
         Some(s) => Some(server_counters(s).await),
         None => None,
     };
+    let reads = tokio::spawn(read_api_until(jf.api.clone(), to));
     sleep_until(to).await;
     let cpu = Cpu::read(jf.pid(), db_pid).per_second_since(&cpu0, a.seconds as f64);
     let counters1 = match &db.server {
@@ -125,6 +126,14 @@ pub async fn precision(a: &Args) {
         parts.sort();
         println!("per fire: {}", parts.join(", "));
     }
+    let reads = reads.await.unwrap();
+    println!(
+        "API reads during the window: {}, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        reads.len(),
+        percentile(&reads, 0.5),
+        percentile(&reads, 0.99),
+        reads.last().copied().unwrap_or(f64::NAN),
+    );
     record_precision(
         a,
         "JobFlow",

@@ -142,6 +142,22 @@ impl Jobflow {
 
     /// As [`Jobflow::start`], with extra `JOBFLOW__…` settings (e.g. `[retention]`).
     pub fn start_with(db: &str, executors: &[String], settings: &[(&str, String)]) -> Self {
+        let tuned = [
+            ("JOBFLOW__DATABASE__MAX_CONNECTIONS", "16".to_string()),
+            ("JOBFLOW__LOG__FORMAT", "json".to_string()),
+            ("JOBFLOW__LOG__LEVEL", "warn,jobflow::app=info".to_string()),
+        ];
+        let all: Vec<(&str, String)> = tuned.into_iter().chain(settings.iter().cloned()).collect();
+        Self::spawn(db, executors, &all)
+    }
+
+    /// As a user runs it: every setting at its default (text logs at INFO, the default
+    /// connection pool) but the database, the address and the executors.
+    pub fn start_default(db: &str, executors: &[String]) -> Self {
+        Self::spawn(db, executors, &[])
+    }
+
+    fn spawn(db: &str, executors: &[String], settings: &[(&str, String)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("bench.toml");
         let list = executors
@@ -158,11 +174,9 @@ impl Jobflow {
             .current_dir(dir.path())
             .args(["--config", config.to_str().unwrap()])
             .env("JOBFLOW__DATABASE__URL", db)
-            .env("JOBFLOW__DATABASE__MAX_CONNECTIONS", "16")
             .env("JOBFLOW__SERVER__HOST", "127.0.0.1")
             .env("JOBFLOW__SERVER__PORT", "0")
-            .env("JOBFLOW__LOG__FORMAT", "json")
-            .env("JOBFLOW__LOG__LEVEL", "warn,jobflow::app=info")
+            .env_remove("RUST_LOG")
             .envs(settings.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .spawn()
@@ -171,11 +185,7 @@ impl Jobflow {
         let api = lines
             .by_ref()
             .map_while(Result::ok)
-            .find_map(|l| {
-                let v: serde_json::Value = serde_json::from_str(&l).ok()?;
-                (v["message"] == "JobFlow listening")
-                    .then(|| v["addr"].as_str().unwrap().to_string())
-            })
+            .find_map(|l| listening_addr(&l))
             .expect("jobflow listening");
         let listening_after = started.elapsed();
         std::thread::spawn(move || lines.for_each(drop));
@@ -200,12 +210,57 @@ impl Jobflow {
     }
 }
 
+/// The address of the "JobFlow listening" line, logged as JSON or as text.
+fn listening_addr(line: &str) -> Option<String> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+        if v["message"] != "JobFlow listening" {
+            return None;
+        }
+        return v["addr"].as_str().map(str::to_string);
+    }
+    if !line.contains("JobFlow listening") {
+        return None;
+    }
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("addr="))?;
+    Some(addr.to_string())
+}
+
 impl Drop for Jobflow {
     /// A benchmark that panics must not leave the instance running.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// An operator reading the API while a run goes on: a job, its executions, the job list, one
+/// after the other every 50 ms until `stop`; the latency of each answer in milliseconds.
+pub async fn read_api_until(api: String, stop: DateTime<Utc>) -> Vec<f64> {
+    let client = reqwest::Client::new();
+    let paths = [
+        "/api/v1/jobs/bench-000001",
+        "/api/v1/jobs/bench-000002/executions?page=0&size=20",
+        "/api/v1/jobs?page=0&size=20",
+    ];
+    let mut took = Vec::new();
+    for path in paths.iter().cycle() {
+        if Utc::now() >= stop {
+            break;
+        }
+        let start = Instant::now();
+        let ok = client
+            .get(format!("http://{api}{path}"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        assert!(ok, "GET {path} failed during the run");
+        took.push(start.elapsed().as_secs_f64() * 1000.0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    took.sort_by(f64::total_cmp);
+    took
 }
 
 /// Creates `n` jobs named `bench-000000`… through the API, 16 requests at a time. `cron` may
