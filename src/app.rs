@@ -28,6 +28,8 @@ use crate::{store, telemetry};
 pub struct Application {
     listener: TcpListener,
     state: AppState,
+    /// The scheduling path's store (the API's is in `state`).
+    store: Arc<dyn store::Store>,
     engine: Engine,
     compensator: Compensator,
     /// Follows the Nacos jobs document when `nacos.jobs_data_id` is set, from the MD5 of the
@@ -49,6 +51,13 @@ impl Application {
             .await
             .context("connecting to the database")?;
         store.migrate().await.context("migrating the database")?;
+        let api_connections = settings.database.api_connections.get();
+        let api_store = store::connect_beside(&settings.database, &store, api_connections)
+            .await
+            .context("connecting the API to the database")?;
+        let instant_store = store::connect_beside(&settings.database, &store, 1)
+            .await
+            .context("connecting the instant check to the database")?;
         let (listener, settings) = bind(settings).await?;
         let discovery = join_discovery(&settings).await?;
         let alerts = Alerts::start(&settings.alerts, discovery.self_id(), clock)?;
@@ -60,6 +69,7 @@ impl Application {
             dispatch_stages::Parts {
                 clock,
                 store: store.clone(),
+                instant_store,
                 discovery: discovery.clone(),
                 alerts: alerts.clone(),
                 book: book.clone(),
@@ -94,7 +104,7 @@ impl Application {
         );
         let state = AppState {
             clock,
-            store,
+            store: api_store,
             default_tz: settings.scheduler.timezone,
             tokens: Arc::new(api::auth::Tokens::new(&settings.auth)),
             settings: Arc::new(settings),
@@ -109,6 +119,7 @@ impl Application {
         Ok(Self {
             listener,
             state,
+            store,
             engine,
             compensator,
             job_document,
@@ -137,6 +148,7 @@ impl Application {
         let Self {
             listener,
             state,
+            store,
             engine,
             compensator,
             job_document,
@@ -150,7 +162,7 @@ impl Application {
         let retention = Retention::new(
             state.clock,
             state.settings.retention.clone(),
-            state.store.clone(),
+            store,
             state.discovery.clone(),
             state.cluster.clone(),
         );

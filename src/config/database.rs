@@ -18,7 +18,11 @@ pub struct DatabaseSettings {
     /// Overrides the password of a MySQL URL, so the URL itself can stay secret-free.
     pub password: Option<Secret>,
     pub password_file: Option<PathBuf>,
+    /// Connections of the scheduling path (fires, results, compensation, retention).
     pub max_connections: NonZeroU32,
+    /// Connections of the API, a pool of its own: an operator's reads and edits never queue
+    /// behind the fire path when it saturates. SQLite has one connection, shared.
+    pub api_connections: NonZeroU32,
 }
 
 impl Default for DatabaseSettings {
@@ -28,6 +32,7 @@ impl Default for DatabaseSettings {
             password: None,
             password_file: None,
             max_connections: NonZeroU32::new(10).expect("positive"),
+            api_connections: NonZeroU32::new(4).expect("positive"),
         }
     }
 }

@@ -414,6 +414,7 @@ mod tests {
                 "compensation.interval_seconds",
             ),
             ("DATABASE__MAX_CONNECTIONS", "database.max_connections"),
+            ("DATABASE__API_CONNECTIONS", "database.api_connections"),
             ("EXECUTOR__MAX_IN_FLIGHT", "executor.max_in_flight"),
             (
                 "SCHEDULER__JOB_REFRESH_MILLIS",

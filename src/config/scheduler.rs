@@ -31,7 +31,9 @@ pub struct SchedulerSettings {
     pub misfire_tolerance_millis: u64,
     pub job_refresh_millis: NonZeroU64,
     /// How far ahead of their instant due fires are claimed and their rows written, so the
-    /// calls go out at the instant with no database round trip; 0 claims at the instant.
+    /// calls go out at the instant with no database round trip; 0 claims at the instant. The
+    /// default, a second and a half, puts the writes for whole-second instants between
+    /// instants, not on the burst of calls of an earlier one.
     pub claim_ahead_millis: u64,
     /// First retry delay; doubled per retry, with jitter, up to the maximum.
     pub retry_backoff_millis: NonZeroU64,
@@ -46,7 +48,7 @@ impl Default for SchedulerSettings {
             misfire_threshold_seconds: 600,
             misfire_tolerance_millis: 5000,
             job_refresh_millis: nonzero(1000),
-            claim_ahead_millis: 2000,
+            claim_ahead_millis: 1500,
             retry_backoff_millis: nonzero(1000),
             retry_backoff_max_millis: nonzero(60_000),
         }

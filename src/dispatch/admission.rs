@@ -32,6 +32,8 @@ pub struct Admission {
 
 impl Admission {
     pub fn new(backlog: usize, calls: usize) -> Self {
+        // With `scheduler_backlog`, how full the instance is: the overload alert reads both.
+        metrics::gauge!("scheduler_backlog_capacity").set(backlog as f64);
         Self {
             backlog: Arc::new(Semaphore::new(backlog)),
             backlog_size: backlog,

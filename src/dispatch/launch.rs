@@ -47,6 +47,8 @@ pub struct Ready {
 pub struct Launcher {
     pub clock: Clock,
     pub store: Arc<dyn Store>,
+    /// `store` on a connection of its own, for the check at each instant.
+    pub instant_store: Arc<dyn Store>,
     pub book: Arc<JobBook>,
     pub waiting: Arc<WaitingRoom>,
     pub attempts: Arc<Attempts>,
@@ -113,7 +115,7 @@ impl Launcher {
     async fn launch_claimed(&self, due: Vec<WaitingFire>) -> Vec<Ready> {
         let found = self
             .instant
-            .check(self.store.as_ref(), &self.book, &due)
+            .check(self.instant_store.as_ref(), &self.book, &due)
             .await;
         if found.revision_moved {
             self.reload.notify_one();

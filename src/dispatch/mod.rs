@@ -94,6 +94,9 @@ pub struct Dispatcher {
 pub struct Parts {
     pub clock: Clock,
     pub store: Arc<dyn Store>,
+    /// The same database on a connection of its own, for the check at each instant: it must
+    /// not wait behind the batches that record the next instants' fires.
+    pub instant_store: Arc<dyn Store>,
     pub discovery: Arc<dyn Discovery>,
     pub alerts: Arc<Alerts>,
     /// The engine's job definitions, which the launcher checks fires against.
@@ -149,6 +152,7 @@ impl Dispatcher {
         let launcher = Arc::new(Launcher {
             clock,
             store: store.clone(),
+            instant_store: parts.instant_store,
             book: parts.book,
             waiting: waiting.clone(),
             attempts: attempts.clone(),

@@ -440,7 +440,7 @@ pub trait ExecutionStore: Send + Sync {
     async fn transitions(&self, batch: &[(String, Transition)])
     -> Result<Vec<Applied>, StoreError>;
     /// PENDING rows whose `due_time` is before `due_before` (their holder's lease ran out),
-    /// oldest first, continuing after `after` (keyset paging over `(due_time, id)`).
+    /// oldest first, continuing after `after` (keyset paging over `(trigger_time, id)`).
     async fn pending_before(
         &self,
         due_before: DateTime<Utc>,
@@ -502,14 +502,34 @@ pub struct SqlStore {
     creates: batch::CreateQueue,
 }
 
-/// Opens the store named by `database.url` (without migrating).
+/// Opens the store named by `database.url` (without migrating), with the scheduling path's
+/// pool (`database.max_connections`).
 pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Store>, StoreError> {
+    open(settings, settings.max_connections.get()).await
+}
+
+/// The same database through a pool of its own of `connections`, for work that must not
+/// queue behind the fire path's batches: the API (`database.api_connections`), the check at
+/// each instant (one). SQLite keeps one connection per process, so there it is
+/// `scheduling`'s.
+pub async fn connect_beside(
+    settings: &DatabaseSettings,
+    scheduling: &Arc<dyn Store>,
+    connections: u32,
+) -> Result<Arc<dyn Store>, StoreError> {
+    if scheduling.backend() == "sqlite" {
+        return Ok(scheduling.clone());
+    }
+    open(settings, connections).await
+}
+
+async fn open(settings: &DatabaseSettings, connections: u32) -> Result<Arc<dyn Store>, StoreError> {
     let url = settings.url.expose();
     let db = if url.starts_with("sqlite:") {
         sqlite::connect(url).await?
     } else {
         let password = settings.password.as_ref().map(|p| p.expose());
-        mysql::connect(url, password, settings.max_connections.get()).await?
+        mysql::connect(url, password, connections).await?
     };
     Ok(Arc::new(SqlStore {
         db,

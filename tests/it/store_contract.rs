@@ -39,7 +39,8 @@ backend_tests!(
     guarded_fires_are_judged_under_their_job,
     a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed,
     a_fire_taken_over_by_compensation_is_not_withdrawn,
-    a_run_taken_while_a_cover_fire_is_admitted_is_waited_for
+    a_run_taken_while_a_cover_fire_is_admitted_is_waited_for,
+    the_api_pool_answers_while_the_scheduling_pool_waits
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -517,7 +518,8 @@ async fn a_failure_and_its_retry_are_written_together(backend: Backend) {
     assert_eq!(history.total, 2, "one failure, one retry");
 }
 
-/// Compensation reads stale rows in keyset pages: every row once, oldest first.
+/// Compensation reads stale rows in keyset pages: every row due before the bound once,
+/// oldest first.
 async fn stale_rows_are_paged_by_key(backend: Backend) {
     let (_db, s) = open(backend).await;
     let base = Utc.with_ymd_and_hms(2024, 5, 1, 6, 0, 0).unwrap();
@@ -533,6 +535,13 @@ async fn stale_rows_are_paged_by_key(backend: Backend) {
         })
         .collect();
     s.record_fire(None, &rows).await.unwrap();
+    // Triggered within the bound but due after it (a fire claimed ahead, a retry in its
+    // backoff): still held.
+    let ahead = NewExecution {
+        due_time: base + Duration::hours(2),
+        ..row("ahead", base, 0, 9)
+    };
+    s.record_fire(None, &[ahead]).await.unwrap();
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
@@ -542,7 +551,7 @@ async fn stale_rows_are_paged_by_key(backend: Backend) {
             .unwrap();
         let page: Vec<Execution> = page.into_iter().map(Result::unwrap).collect();
         let Some(last) = page.last() else { break };
-        cursor = Some((last.due_time, last.id));
+        cursor = Some((last.trigger_time, last.id));
         seen.extend(page.into_iter().map(|e| e.job_name));
     }
     assert_eq!(seen, ["j0", "j1", "j2", "j3", "j4"]);
@@ -1101,4 +1110,62 @@ async fn a_run_taken_while_a_cover_fire_is_admitted_is_waited_for(backend: Backe
     );
     let now = s.get_execution(&manual.trace_id).await.unwrap().unwrap();
     assert_eq!(now.status, ExecutionStatus::Cancelled);
+}
+
+/// The API reads through a pool of its own: with the scheduling path's only connection stuck
+/// behind a row lock, the scheduling store cannot read, the API's still can. SQLite has one
+/// connection per process, which the API shares.
+async fn the_api_pool_answers_while_the_scheduling_pool_waits(backend: Backend) {
+    let db = TestDb::create(backend).await;
+    let mut settings = base_settings(&db.url).database;
+    settings.max_connections = 1u32.try_into().unwrap();
+    let s = store::connect(&settings).await.unwrap();
+    s.migrate().await.unwrap();
+    let api = store::connect_beside(&settings, &s, 2).await.unwrap();
+    if backend == Backend::Sqlite {
+        assert!(
+            std::sync::Arc::ptr_eq(&s, &api),
+            "SQLite shares its connection"
+        );
+        return;
+    }
+    create(
+        &s,
+        serde_json::json!({"name": "j", "serviceName": "s", "handler": "h", "cron": "0 * * * * ?", "overlapPolicy": "SKIP"}),
+    )
+    .await;
+    use sqlx::Connection;
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query("SELECT * FROM job_definition WHERE name = 'j' FOR UPDATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    // A guarded fire locks its job's row first: the scheduling pool's one connection waits.
+    let now = Utc::now();
+    let waiting = {
+        let s = s.clone();
+        let rows = vec![row("j", now, 0, 9)];
+        tokio::spawn(async move {
+            s.record_guarded(jobflow::jobs::OverlapPolicy::Skip, &rows, now)
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the guarded fire waits for the row lock"
+    );
+    let read = api
+        .get_job("j")
+        .await
+        .unwrap()
+        .expect("the API reads the job");
+    assert_eq!(read.name().as_str(), "j");
+    assert!(
+        s.get_job("j").await.is_err(),
+        "the scheduling pool has no connection to give (acquire timeout)"
+    );
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    waiting.await.unwrap().unwrap();
 }
