@@ -160,13 +160,11 @@ impl ExecutionStore for SqlStore {
         after: Cursor,
         limit: u32,
     ) -> Result<Vec<Swept>, StoreError> {
-        // Along (status, trigger_time), InnoDB appending the id: a row is never due before it
-        // was triggered, so the range of rows triggered before the bound holds every row due
-        // before it, and leaves out the fires claimed ahead.
+        // Along (status, due_time); InnoDB appends the id to that index.
         let mut q =
-            Sql::new("SELECT * FROM job_execution WHERE status = 'PENDING' AND trigger_time < ");
-        q.bind(due_before).push(" AND due_time < ").bind(due_before);
-        self.sweep(q, "trigger_time", after, limit).await
+            Sql::new("SELECT * FROM job_execution WHERE status = 'PENDING' AND due_time < ");
+        q.bind(due_before);
+        self.sweep(q, "due_time", after, limit).await
     }
 
     async fn running_before(

@@ -551,7 +551,7 @@ async fn stale_rows_are_paged_by_key(backend: Backend) {
             .unwrap();
         let page: Vec<Execution> = page.into_iter().map(Result::unwrap).collect();
         let Some(last) = page.last() else { break };
-        cursor = Some((last.trigger_time, last.id));
+        cursor = Some((last.due_time, last.id));
         seen.extend(page.into_iter().map(|e| e.job_name));
     }
     assert_eq!(seen, ["j0", "j1", "j2", "j3", "j4"]);
