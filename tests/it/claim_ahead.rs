@@ -261,13 +261,7 @@ async fn a_cancel_before_the_instant_keeps_the_executor_uncalled(backend: Backen
     let (app, recorder, _db) = app_with_executor(backend, WINDOW_MILLIS).await;
     let (at, claimed) = claimed_fire(&app, "cancelled", "ALLOW", Duration::from_secs(6)).await;
     let trace = claimed["traceId"].as_str().unwrap();
-    let (status, body) = app
-        .post(
-            &format!("/api/v1/jobs/executions/{trace}/cancel"),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let body = cancel(&app, trace).await;
     assert_eq!(body["status"], "CANCELLED");
     past(at).await;
     assert!(recorder.calls().is_empty(), "{:?}", recorder.calls());
