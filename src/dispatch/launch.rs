@@ -9,14 +9,20 @@
 //!    the engine owes its instant again under the job's current definition. So no call of an
 //!    old definition is made for an instant after the API answered the edit. A row cancelled
 //!    through another instance is not called.
-//! 2. **Guarded fires are admitted.** Fires of SKIP and COVER jobs are admitted together, in
-//!    one transaction per instant (see [`FireStore::admit`](crate::store::FireStore::admit)),
-//!    which locks their jobs' rows and decides each fire against its job's open runs: SKIPPED,
-//!    or RUNNING after cancelling the covered runs. A covered run still going at its executor
-//!    is asked to stop, and the new fire's calls wait until it has (at most the new job's
-//!    timeout; then the new fire is recorded SKIPPED): COVER never runs two at once.
+//! 2. **Guarded fires are admitted.** Fires of SKIP and COVER jobs are judged together
+//!    [`ADMIT_AHEAD`] before their instant (see
+//!    [`FireStore::admit_ahead`](crate::store::FireStore::admit_ahead)): those whose job has
+//!    no run then are called at the instant like ALLOW fires, with nothing more written. The
+//!    others are admitted at the instant, in one transaction (see
+//!    [`FireStore::admit`](crate::store::FireStore::admit)), which locks their jobs' rows and
+//!    decides each fire against its job's open runs: SKIPPED, or RUNNING after cancelling the
+//!    covered runs. A covered run still going at its executor is asked to stop, and the new
+//!    fire's calls wait until it has (at most the new job's timeout; then the new fire is
+//!    recorded SKIPPED): COVER never runs two at once. Both happen in one lane, instant after
+//!    instant, so a fire's judgment is known when its instant comes.
 //! 3. **The attempts start**, one per row.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +38,7 @@ use super::waiting::{WaitingFire, WaitingRoom};
 use super::withdraw::{Owed, Withdraw};
 use crate::clock::Clock;
 use crate::jobs::{Execution, ExecutionStatus, JobBook, JobDefinition, OverlapPolicy, TriggerType};
-use crate::store::{Admitted, GuardedFire, Store, Withdrawal};
+use crate::store::{ADMIT_AHEAD, Admitted, GuardedFire, Store, Withdrawal};
 
 /// A fire recorded and ready to be launched: cron fires from the waiting room, manual runs,
 /// children.
@@ -43,6 +49,17 @@ pub struct Ready {
     /// The cron instant it was claimed for (`None` for other fires).
     pub claimed: Option<DateTime<Utc>>,
 }
+
+/// The work of the admission lane, in instant order.
+enum Lane {
+    /// The guarded fires recorded for an instant, to judge ahead of it.
+    Judge(Vec<(Arc<JobDefinition>, Vec<Execution>)>),
+    /// The guarded fires of an instant that has come, to launch.
+    Launch(Vec<Ready>),
+}
+
+/// A fire judged ahead: its job, the revision it was judged under, its instant.
+type Judged = (String, i64, DateTime<Utc>);
 
 pub struct Launcher {
     pub clock: Clock,
@@ -70,6 +87,8 @@ impl Launcher {
         // in their own lane, children and covers in their own tasks.
         let (lane, admissions) = mpsc::unbounded_channel();
         self.tasks.spawn(self.clone().admission_lane(admissions));
+        // The last instant whose guarded fires were handed to the lane to judge.
+        let mut judged: Option<DateTime<Utc>> = None;
         loop {
             if self.tasks.is_stopping() {
                 let deadline = self.tasks.deadline().unwrap_or_else(|| self.clock.now());
@@ -84,7 +103,11 @@ impl Launcher {
                     return;
                 }
             }
-            let next = self.waiting.next();
+            let to_judge = self.waiting.next_guarded(judged);
+            let next = match (self.waiting.next(), to_judge) {
+                (Some(at), Some(j)) => Some(at.min(j - ADMIT_AHEAD)),
+                (at, j) => at.or(j.map(|j| j - ADMIT_AHEAD)),
+            };
             tokio::select! {
                 _ = self.clock.sleep_until(next.unwrap_or_default()), if next.is_some() => {}
                 _ = self.waiting.changed.notified() => {}
@@ -94,21 +117,83 @@ impl Launcher {
                 }
                 _ = self.tasks.stopping(), if !self.tasks.is_stopping() => {}
             }
-            let due = self.waiting.take_due(self.clock.now());
+            let now = self.clock.now();
+            if let Some(at) = to_judge.filter(|at| *at - ADMIT_AHEAD <= now) {
+                judged = Some(at);
+                // An instant already come is admitted at once instead.
+                if at > now {
+                    let _ = lane.send(Lane::Judge(self.waiting.guarded_at(at)));
+                }
+            }
+            let due = self.waiting.take_due(now);
             if !due.is_empty() {
                 let guarded = self.launch_claimed(due).await;
                 if !guarded.is_empty() {
-                    let _ = lane.send(guarded);
+                    let _ = lane.send(Lane::Launch(guarded));
                 }
             }
         }
     }
 
-    /// Admits the guarded fires of each instant, one instant after the other.
-    async fn admission_lane(self: Arc<Self>, mut instants: mpsc::UnboundedReceiver<Vec<Ready>>) {
-        while let Some(fires) = instants.recv().await {
-            self.admit(fires).await;
+    /// Judges the guarded fires of each instant ahead of it, and launches them at it, one
+    /// instant after the other: a fire judged idle starts at once, the others are admitted.
+    async fn admission_lane(self: Arc<Self>, mut work: mpsc::UnboundedReceiver<Lane>) {
+        let mut idle: HashSet<Judged> = HashSet::new();
+        while let Some(next) = work.recv().await {
+            match next {
+                Lane::Judge(fires) => idle.extend(self.judge(fires).await),
+                Lane::Launch(fires) => {
+                    let latest = fires.iter().filter_map(|f| f.claimed).max();
+                    let (ready, rest): (Vec<Ready>, Vec<Ready>) =
+                        fires.into_iter().partition(|f| {
+                            f.claimed.is_some_and(|at| {
+                                idle.remove(&(f.job.name().to_string(), f.job.revision, at))
+                            })
+                        });
+                    for fire in ready {
+                        self.start(&fire.job, fire.rows, Start::Claimed, &fire.hold);
+                    }
+                    if let Some(latest) = latest {
+                        // Judged fires withdrawn before their instant.
+                        idle.retain(|(_, _, at)| *at > latest);
+                    }
+                    if !rest.is_empty() {
+                        self.admit(rest).await;
+                    }
+                }
+            }
         }
+    }
+
+    /// Judges guarded fires ahead of their instant; returns those that may simply be called
+    /// then. A fire the database does not judge is admitted at its instant.
+    async fn judge(&self, fires: Vec<(Arc<JobDefinition>, Vec<Execution>)>) -> Vec<Judged> {
+        let guarded: Vec<GuardedFire> = fires
+            .iter()
+            .map(|(job, rows)| self.guarded(job, rows, rows.first().map(|r| r.fire_time)))
+            .collect();
+        let judged = match self.store.admit_ahead(&guarded, self.clock.now()).await {
+            Ok(judged) => judged,
+            Err(e) => {
+                tracing::warn!(fires = fires.len(), error = %e, "guarded fires not judged ahead; they are admitted at their instant");
+                return Vec::new();
+            }
+        };
+        let idle: Vec<Judged> = fires
+            .iter()
+            .zip(judged)
+            .filter(|(_, idle)| *idle)
+            .filter_map(|((job, rows), _)| {
+                let at = rows.first()?.fire_time;
+                Some((job.name().to_string(), job.revision, at))
+            })
+            .collect();
+        tracing::debug!(
+            fires = fires.len(),
+            idle = idle.len(),
+            "guarded fires judged ahead of their instant"
+        );
+        idle
     }
 
     /// Launches cron fires at their instant; returns the guarded ones, to be admitted.
@@ -257,25 +342,9 @@ impl Launcher {
 
     /// Admits guarded fires in one transaction and starts what it lets run.
     async fn admit(&self, fires: Vec<Ready>) {
-        let me = self.attempts.outcomes.planner.me().to_string();
         let guarded: Vec<GuardedFire> = fires
             .iter()
-            .map(|f| GuardedFire {
-                job: f.job.name().to_string(),
-                revision: f.claimed.map(|_| f.job.revision),
-                policy: f.job.spec.overlap_policy,
-                rows: f.rows.clone(),
-                withdrawal: Withdrawal {
-                    instance: me.clone(),
-                    job: f.job.name().to_string(),
-                    claimed: f.claimed,
-                    traces: f.rows.iter().map(|r| r.trace_id.clone()).collect(),
-                },
-                scheduled: f
-                    .rows
-                    .first()
-                    .is_some_and(|r| r.trigger_type == TriggerType::Cron && r.retry_count == 0),
-            })
+            .map(|f| self.guarded(&f.job, &f.rows, f.claimed))
             .collect();
         let now = self.clock.now();
         let admitted = match self.store.admit(&guarded, now).await {
@@ -287,6 +356,30 @@ impl Launcher {
         };
         for (fire, outcome) in fires.into_iter().zip(admitted) {
             self.admitted(fire, outcome).await;
+        }
+    }
+
+    /// The admission's view of a fire: `claimed` is its cron instant, if claimed for one.
+    fn guarded(
+        &self,
+        job: &JobDefinition,
+        rows: &[Execution],
+        claimed: Option<DateTime<Utc>>,
+    ) -> GuardedFire {
+        GuardedFire {
+            job: job.name().to_string(),
+            revision: claimed.map(|_| job.revision),
+            policy: job.spec.overlap_policy,
+            rows: rows.to_vec(),
+            withdrawal: Withdrawal {
+                instance: self.attempts.outcomes.planner.me().to_string(),
+                job: job.name().to_string(),
+                claimed,
+                traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
+            },
+            scheduled: rows
+                .first()
+                .is_some_and(|r| r.trigger_type == TriggerType::Cron && r.retry_count == 0),
         }
     }
 

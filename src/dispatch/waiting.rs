@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
 use super::admission::Hold;
-use crate::jobs::{Execution, JobDefinition};
+use crate::jobs::{Execution, JobDefinition, OverlapPolicy};
 
 /// One fire between its hand-out and its instant.
 #[derive(Debug)]
@@ -126,6 +126,29 @@ impl WaitingRoom {
             .iter()
             .find(|(_, f)| f.rows.is_some())
             .map(|(k, _)| k.0)
+    }
+
+    /// The earliest instant after `after` with a recorded fire of a guarded (SKIP or COVER)
+    /// job: the next to judge ahead.
+    pub fn next_guarded(&self, after: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+        let q = self.queue.lock().expect("waiting lock");
+        q.fires
+            .iter()
+            .filter(|(k, _)| after.is_none_or(|a| k.0 > a))
+            .find(|(_, f)| f.rows.is_some() && f.job.spec.overlap_policy != OverlapPolicy::Allow)
+            .map(|(k, _)| k.0)
+    }
+
+    /// The recorded fires of guarded jobs at instant `at`, copied (they stay here until
+    /// their instant, withdrawable).
+    pub fn guarded_at(&self, at: DateTime<Utc>) -> Vec<(Arc<JobDefinition>, Vec<Execution>)> {
+        let q = self.queue.lock().expect("waiting lock");
+        q.fires
+            .range((at, String::new())..)
+            .take_while(|(k, _)| k.0 == at)
+            .filter(|(_, f)| f.job.spec.overlap_policy != OverlapPolicy::Allow)
+            .filter_map(|(_, f)| Some((f.job.clone(), f.rows.clone()?)))
+            .collect()
     }
 
     /// Takes out the recorded fires whose instant is at or before `now`: they launch. Fires

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::admission::admit_all;
+use super::admission::{admit_all, judge_ahead};
 use super::executions::insert_executions;
 use super::sql::{Sql, Tx};
 use super::steps::{lock_jobs, withdraw_in};
@@ -95,6 +95,20 @@ impl FireStore for SqlStore {
         let out = admit_all(&mut tx, fires, now).await?;
         tx.commit().await?;
         Ok(out)
+    }
+
+    async fn admit_ahead(
+        &self,
+        fires: &[GuardedFire],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<bool>, StoreError> {
+        if fires.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.db.begin().await?;
+        let judged = judge_ahead(&mut tx, fires, now).await?;
+        tx.commit().await?;
+        Ok(judged)
     }
 
     async fn record_guarded(

@@ -47,6 +47,12 @@ const MULTI_ROW: usize = 500;
 
 /// How long the tombstone of a deleted job stays in the change log (a day). An engine that
 /// has not caught up with the log for longer reloads every job.
+/// How long before its instant a guarded cron fire is judged, and from when it counts as a
+/// run of its job for every other admission (see [`FireStore::admit_ahead`]). Shorter than
+/// the shortest interval between two instants of a job (a second), so a job's earlier fire
+/// is always a run when its next is judged.
+pub const ADMIT_AHEAD: chrono::Duration = chrono::Duration::milliseconds(250);
+
 pub const TOMBSTONE_KEEP_SECONDS: i64 = 24 * 3600;
 
 /// Which unique key a write collided with.
@@ -372,8 +378,9 @@ pub trait FireStore: Send + Sync {
     /// rows first, so the guarded fires of a job, on any instance, are decided one after the
     /// other, each seeing the decisions before it. A fire whose job is gone, disabled (for a
     /// scheduled fire) or at another revision is withdrawn. Otherwise the job's runs are
-    /// read (RUNNING rows; PENDING rows except first attempts of cron fires not yet due and
-    /// the fire's own; cancelled runs still [`Stopping`]): under SKIP with any run, the
+    /// read (RUNNING rows; PENDING rows except first attempts of cron fires more than
+    /// [`ADMIT_AHEAD`] from their instant, later instants of a cron fire's own job, and the
+    /// fire's own; cancelled runs still [`Stopping`]): under SKIP with any run, the
     /// fire's rows become SKIPPED; under COVER the open runs are cancelled (those that may
     /// have been called become stopping) and all are returned to be stopped. An admitted
     /// fire's rows stay PENDING, a run of their job from then on; admitting writes nothing
@@ -383,6 +390,19 @@ pub trait FireStore: Send + Sync {
         fires: &[GuardedFire],
         now: DateTime<Utc>,
     ) -> Result<Vec<Admitted>, StoreError>;
+    /// Judges guarded cron fires shortly before their instant (at most [`ADMIT_AHEAD`]
+    /// before it; a fire further away is judged `false`), as [`FireStore::admit`] would
+    /// under the same locks, but writing nothing: `true` for a
+    /// fire that would simply run (its job at the fire's revision and enabled, its rows
+    /// PENDING, no other run), which is then called at its instant with nothing more to
+    /// admit; `false` for every other, admitted at its instant. A judged fire is safe because
+    /// from `ADMIT_AHEAD` before its instant a cron fire is a run of its job for every
+    /// admission.
+    async fn admit_ahead(
+        &self,
+        fires: &[GuardedFire],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<bool>, StoreError>;
     /// Records a new fire of a guarded job (a manual run) and admits it in the same
     /// transaction, as [`FireStore::admit`] would: no other admission sees its rows before
     /// they are judged.

@@ -40,6 +40,7 @@ backend_tests!(
     a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed,
     a_fire_taken_over_by_compensation_is_not_withdrawn,
     a_run_taken_while_a_cover_fire_is_admitted_is_waited_for,
+    a_fire_judged_ahead_is_a_run_for_every_admission_after_it,
     the_api_pool_answers_while_the_scheduling_pool_waits
 );
 
@@ -873,6 +874,100 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(admitted, [store::Admitted::Withdrawn]);
+}
+
+/// Guarded cron fires are judged `ADMIT_AHEAD` before their instant, writing nothing: idle
+/// only when the job is at the fire's revision, its rows PENDING and no other run open, and
+/// never earlier than `ADMIT_AHEAD`. From then the fire is a run of its job for every other
+/// admission: a manual SKIP run is skipped for it, a manual COVER run covers it as a run that
+/// may have been called. A fire admitted late is not judged against its job's next instant.
+async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Backend) {
+    use jobflow::jobs::OverlapPolicy::{Cover, Skip};
+    let (_db, s) = open(backend).await;
+    let body = |name: &str, policy: &str| {
+        serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
+            "cron": "* * * * * ?", "overlapPolicy": policy})
+    };
+    let skip_rev = create(&s, body("skip", "SKIP")).await;
+    let cover_rev = create(&s, body("cover", "COVER")).await;
+    let busy_rev = create(&s, body("busy", "SKIP")).await;
+    let t0 = Utc.with_ymd_and_hms(2024, 5, 1, 13, 0, 0).unwrap();
+    let ahead = t0 - store::ADMIT_AHEAD;
+    let (skip, cover) = (
+        claimed(&s, "skip", t0).await,
+        claimed(&s, "cover", t0).await,
+    );
+    // `busy` still runs its fire of the second before.
+    let busy_before = claimed(&s, "busy", t0 - Duration::seconds(1)).await;
+    let busy = claimed(&s, "busy", t0).await;
+    let fires = [
+        guarded("skip", Skip, Some(skip_rev), &skip),
+        guarded("cover", Cover, Some(cover_rev), &cover),
+        guarded("busy", Skip, Some(busy_rev), &busy),
+        guarded("skip", Skip, Some(skip_rev + 100), &skip),
+    ];
+    let too_early = s
+        .admit_ahead(&fires, ahead - Duration::milliseconds(1))
+        .await
+        .unwrap();
+    assert_eq!(too_early, [false; 4], "judged before ADMIT_AHEAD");
+    let judged = s.admit_ahead(&fires, ahead).await.unwrap();
+    assert_eq!(
+        judged,
+        [true, true, false, false],
+        "idle, idle, beside {}, another revision",
+        busy_before[0].trace_id
+    );
+    for fire in [&skip, &cover, &busy] {
+        let row = s.get_execution(&fire[0].trace_id).await.unwrap().unwrap();
+        assert_eq!(row.status, ExecutionStatus::Pending, "nothing written");
+    }
+    // A manual run between the judgment and the instant finds the judged fire running.
+    let manual = |job: &str| NewExecution {
+        trigger_type: TriggerType::Manual,
+        execution_id: format!("{job}:manual:0-9"),
+        ..row(job, ahead + Duration::milliseconds(100), 0, 9)
+    };
+    let now = ahead + Duration::milliseconds(100);
+    let admitted = s
+        .record_guarded(Skip, &[manual("skip")], now)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted, store::Admitted::Skipped { running, .. } if *running == [skip[0].trace_id.clone()]),
+        "{admitted:?}"
+    );
+    let admitted = s
+        .record_guarded(Cover, &[manual("cover")], now)
+        .await
+        .unwrap();
+    let store::Admitted::Run { covered, .. } = &admitted else {
+        panic!("{admitted:?}")
+    };
+    assert_eq!(covered[0].trace_id, cover[0].trace_id);
+    let stopping = s.stopping(100).await.unwrap();
+    assert_eq!(
+        stopping.iter().map(|e| &e.trace_id).collect::<Vec<_>>(),
+        [&cover[0].trace_id],
+        "it may have been called at its instant: its stop is waited for"
+    );
+    // `busy`'s fire admitted late, beside the claim of the second after it: it runs, and the
+    // next fire is judged against it.
+    s.transition(&busy_before[0].trace_id, &success())
+        .await
+        .unwrap();
+    let busy_next = claimed(&s, "busy", t0 + Duration::seconds(1)).await;
+    let late = t0 + Duration::milliseconds(900);
+    let admitted = s
+        .admit(&[guarded("busy", Skip, Some(busy_rev), &busy)], late)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted[0], store::Admitted::Run { .. }),
+        "{admitted:?}"
+    );
+    let next = guarded("busy", Skip, Some(busy_rev), &busy_next);
+    assert_eq!(s.admit_ahead(&[next], late).await.unwrap(), [false]);
 }
 
 /// A run cancelled while it may still go on at its executor (covered under COVER, or by an
