@@ -115,7 +115,7 @@ if wants precision; then
     done
 fi
 if wants overlap; then
-    # Guarded fires are admitted at their instant: their delay beside ALLOW's, same run.
+    # Guarded fires are judged just before their instant: their delay beside ALLOW's, same run.
     for policy in ALLOW SKIP COVER; do
         run precision --jobs "$OVERLAP_JOBS" --seconds "$SECS" --overlap "$policy"
     done

@@ -233,9 +233,13 @@ mod tests {
     use super::*;
 
     fn job(name: &str, revision: i64) -> Arc<JobDefinition> {
+        guarded(name, revision, "ALLOW")
+    }
+
+    fn guarded(name: &str, revision: i64, policy: &str) -> Arc<JobDefinition> {
         let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
         let body = serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
-            "cron": "* * * * * ?"});
+            "cron": "* * * * * ?", "overlapPolicy": policy});
         let mut j = JobDefinition::stored(body, at);
         j.revision = revision;
         Arc::new(j)
@@ -269,5 +273,38 @@ mod tests {
         assert!(room.withdraw("b", |j| j.revision == 1).is_empty());
         room.recorded("b", at(1), Vec::new()).unwrap();
         assert_eq!(room.take_due(at(5)).len(), 1);
+    }
+
+    #[test]
+    fn the_next_guarded_instant_is_the_first_with_a_recorded_skip_or_cover_fire() {
+        let room = WaitingRoom::default();
+        room.enter(job("allow", 1), at(1), None);
+        room.enter(guarded("skip", 1, "SKIP"), at(2), None);
+        room.enter(guarded("cover", 1, "COVER"), at(3), None);
+        room.enter(guarded("late", 1, "SKIP"), at(3), None);
+        room.recorded("allow", at(1), Vec::new()).unwrap();
+        room.recorded("cover", at(3), Vec::new()).unwrap();
+        assert_eq!(
+            room.next_guarded(None),
+            Some(at(3)),
+            "skip is being recorded"
+        );
+        room.recorded("skip", at(2), Vec::new()).unwrap();
+        assert_eq!(room.next_guarded(None), Some(at(2)));
+        assert_eq!(room.next_guarded(Some(at(2))), Some(at(3)));
+        assert_eq!(room.next_guarded(Some(at(3))), None);
+        let names = |at| {
+            room.guarded_at(at)
+                .iter()
+                .map(|(j, _)| j.name().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(at(3)), ["cover"], "only recorded ones; they stay");
+        assert_eq!(
+            names(at(1)),
+            Vec::<String>::new(),
+            "ALLOW fires are not judged"
+        );
+        assert_eq!(room.take_due(at(3)).len(), 3);
     }
 }

@@ -301,7 +301,9 @@ fn report(history: &History, verdict: &checker::Verdict) {
             .append(true)
             .open(&path)
             .unwrap();
-        writeln!(f, "{}", report::json_line(history, verdict)).unwrap();
+        // One write per line: seeds run at once append to the same report.
+        let line = format!("{}\n", report::json_line(history, verdict));
+        f.write_all(line.as_bytes()).unwrap();
     }
 }
 
