@@ -51,7 +51,19 @@ pub fn parse_json<T: DeserializeOwned>(
         ));
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    match serde_path_to_error::deserialize(de) {
+    with_field_errors(serde_path_to_error::deserialize(de))
+}
+
+/// Reads a JSON document built by the API (a job's definition with a merge patch applied) as
+/// `T`, with the same field-naming errors as a request body.
+pub fn from_document<T: DeserializeOwned>(doc: serde_json::Value) -> Result<T, ApiError> {
+    with_field_errors(serde_path_to_error::deserialize(doc))
+}
+
+fn with_field_errors<T>(
+    read: Result<T, serde_path_to_error::Error<serde_json::Error>>,
+) -> Result<T, ApiError> {
+    match read {
         Ok(v) => Ok(v),
         Err(e) => {
             let path = e.path().to_string();

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 
 use super::auth::{Admin, Auth, Operator, Viewer};
 use super::error::{ApiError, Problem};
-use super::extract::{Path, Query, ValidJson};
+use super::extract::{Path, Query, ValidJson, from_document};
 use super::page::Page;
 use super::{AppState, PageParams};
 use crate::jobs::{
@@ -24,7 +24,7 @@ use crate::store::{JobFilter, StoreError};
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_job, list_jobs))
-        .routes(routes!(get_job, update_job, delete_job))
+        .routes(routes!(get_job, update_job, patch_job, delete_job))
         .routes(routes!(set_enabled))
         .routes(routes!(next_fire_times))
 }
@@ -214,7 +214,8 @@ async fn get_job(
     Ok(axum::Json(job.into()))
 }
 
-/// Replace a job's definition (all fields; absent optional fields take their defaults).
+/// Replace a job's definition (all fields; absent optional fields take their defaults,
+/// except `shardCount`, which keeps the job's).
 #[utoipa::path(put, path = "/api/v1/jobs/{name}", tag = "jobs", request_body = JobRequest,
     security(("bearerAuth" = ["admin"])),
     params(("name" = String, Path, description = "Job name")),
@@ -230,20 +231,122 @@ async fn update_job(
     Path(name): Path<String>,
     ValidJson(req): ValidJson<JobRequest>,
 ) -> Result<axum::Json<JobView>, ApiError> {
-    let Some(current) = state.store.get_job(&name).await? else {
-        return Err(ApiError::job_not_found(&name));
-    };
-    refuse_nacos_job(&state, &current)?;
-    let spec = JobSpec::parse(req, Some(&name), state.default_tz, state.clock.now())
+    save_over(&state, &auth, &name, |current| {
+        let mut req = req.clone();
+        // The ranges' ids depend on it: never changed by an omission.
+        req.shard_count = req.shard_count.or(Some(current.spec.shard_count.into()));
+        Ok(req)
+    })
+    .await
+}
+
+/// Change some fields of a job: a JSON merge patch (RFC 7396) of the job's definition, as
+/// `PUT` takes it. Fields the patch leaves out keep their values; `null` resets a field to
+/// its default.
+#[utoipa::path(patch, path = "/api/v1/jobs/{name}", tag = "jobs",
+    request_body(content = Object, content_type = "application/merge-patch+json",
+        description = "The fields to change, as in `JobRequest`; `application/json` is accepted too"),
+    security(("bearerAuth" = ["admin"])),
+    params(("name" = String, Path, description = "Job name")),
+    responses(
+        (status = 200, description = "Updated", body = JobView),
+        (status = 400, description = "Invalid input", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job comes from the Nacos jobs document; change it there", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn patch_job(
+    auth: Auth<Admin>,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ValidJson(patch): ValidJson<serde_json::Map<String, Value>>,
+) -> Result<axum::Json<JobView>, ApiError> {
+    save_over(&state, &auth, &name, |current| {
+        let mut doc = request_document(current);
+        merge_patch(&mut doc, &Value::Object(patch.clone()));
+        from_document(doc)
+    })
+    .await
+}
+
+/// Writes the definition `request` makes of the stored job, unless the job changed since it
+/// was read (then reads it and makes it again), so concurrent partial updates of different
+/// fields both land.
+async fn save_over(
+    state: &AppState,
+    auth: &Auth<Admin>,
+    name: &str,
+    request: impl Fn(&JobDefinition) -> Result<JobRequest, ApiError>,
+) -> Result<axum::Json<JobView>, ApiError> {
+    const ATTEMPTS: usize = 5;
+    for _ in 0..ATTEMPTS {
+        let Some(current) = state.store.get_job(name).await? else {
+            return Err(ApiError::job_not_found(name));
+        };
+        refuse_nacos_job(state, &current)?;
+        let spec = JobSpec::parse(
+            request(&current)?,
+            Some(name),
+            state.default_tz,
+            state.clock.now(),
+        )
         .map_err(ApiError::Validation)?;
-    check_references(&state, &spec).await?;
-    let job = state
-        .store
-        .update_job(&spec, auth.actor(), state.clock.now())
-        .await?
-        .ok_or_else(|| ApiError::job_not_found(&name))?;
-    state.jobs_changed();
-    Ok(axum::Json(job.into()))
+        check_references(state, &spec).await?;
+        let saved = state
+            .store
+            .update_job(
+                &spec,
+                Some(current.revision),
+                auth.actor(),
+                state.clock.now(),
+            )
+            .await?;
+        if let Some(job) = saved {
+            state.jobs_changed();
+            return Ok(axum::Json(job.into()));
+        }
+    }
+    Err(ApiError::Conflict(format!(
+        "job {name} kept changing while it was saved; try again"
+    )))
+}
+
+/// The stored job as the body of a `PUT` that would leave it as it is.
+fn request_document(job: &JobDefinition) -> Value {
+    let mut doc = serde_json::to_value(JobView::from(job.clone())).unwrap_or_default();
+    if let Value::Object(fields) = &mut doc {
+        for view_only in [
+            "id",
+            "createdAt",
+            "updatedAt",
+            "createdBy",
+            "updatedBy",
+            "source",
+        ] {
+            fields.remove(view_only);
+        }
+    }
+    doc
+}
+
+/// Applies a JSON merge patch (RFC 7396) to `target`.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(changes) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    let Value::Object(fields) = target else {
+        return;
+    };
+    for (key, change) in changes {
+        if change.is_null() {
+            fields.remove(key);
+        } else {
+            merge_patch(fields.entry(key.clone()).or_insert(Value::Null), change);
+        }
+    }
 }
 
 /// Delete a job. Its execution history is kept.
@@ -391,4 +494,58 @@ async fn next_fire_times(
         p.count,
         state.clock.now(),
     )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_patch;
+    use serde_json::json;
+
+    #[test]
+    fn a_merge_patch_changes_what_it_names_and_removes_what_it_nulls() {
+        // RFC 7396, appendix A, a selection.
+        for (target, patch, result) in [
+            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
+            (
+                json!({"a": "b"}),
+                json!({"b": "c"}),
+                json!({"a": "b", "b": "c"}),
+            ),
+            (
+                json!({"a": "b", "b": "c"}),
+                json!({"a": null}),
+                json!({"b": "c"}),
+            ),
+            (json!({"a": ["b"]}), json!({"a": "c"}), json!({"a": "c"})),
+            (
+                json!({"a": {"b": "c"}}),
+                json!({"a": {"b": "d", "c": null}}),
+                json!({"a": {"b": "d"}}),
+            ),
+            (
+                json!({"a": [{"b": "c"}]}),
+                json!({"a": [1]}),
+                json!({"a": [1]}),
+            ),
+            (
+                json!({"e": null}),
+                json!({"a": 1}),
+                json!({"e": null, "a": 1}),
+            ),
+            (
+                json!([1, 2]),
+                json!({"a": "b", "c": null}),
+                json!({"a": "b"}),
+            ),
+            (
+                json!({}),
+                json!({"a": {"bb": {"ccc": null}}}),
+                json!({"a": {"bb": {}}}),
+            ),
+        ] {
+            let mut doc = target.clone();
+            merge_patch(&mut doc, &patch);
+            assert_eq!(doc, result, "{target} patched with {patch}");
+        }
+    }
 }

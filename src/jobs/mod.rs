@@ -153,7 +153,8 @@ pub struct JobRequest {
     #[schema(example = "Asia/Shanghai")]
     pub timezone: Option<String>,
     pub enabled: Option<bool>,
-    /// 1..=10000, default 1. Fixed: data-to-shard mapping never changes with executor count.
+    /// 1..=10000, default 1 (on `PUT`, the job's). Fixed: data-to-shard mapping never changes
+    /// with executor count.
     #[schema(minimum = 1, maximum = 10000)]
     pub shard_count: Option<i64>,
     #[schema(value_type = Option<ShardStrategy>)]

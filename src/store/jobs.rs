@@ -39,12 +39,13 @@ impl JobStore for SqlStore {
     async fn update_job(
         &self,
         spec: &JobSpec,
+        based_on: Option<i64>,
         actor: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<JobDefinition>, StoreError> {
         let mut tx = self.db.begin().await?;
         let revision = next_revision(&mut tx).await?;
-        if replace_job(&mut tx, spec, actor, now, revision).await? == 0 {
+        if replace_job(&mut tx, spec, based_on, actor, now, revision).await? == 0 {
             // No such job: the revision taken stays unused.
             tx.rollback().await?;
             return Ok(None);
@@ -344,6 +345,7 @@ async fn insert_job(
 async fn replace_job(
     tx: &mut Tx,
     spec: &JobSpec,
+    based_on: Option<i64>,
     actor: Option<&str>,
     now: DateTime<Utc>,
     revision: i64,
@@ -362,6 +364,9 @@ async fn replace_job(
             ("revision", revision.into()),
         ]);
     q.push(" WHERE name = ").bind(spec.name.as_str());
+    if let Some(r) = based_on {
+        q.push(" AND revision = ").bind(r);
+    }
     Ok(tx.execute(q).await?)
 }
 
@@ -549,7 +554,7 @@ async fn write_entries(
             }
             Some(source) if source == nacos && previous.get(name) == Some(&entry.fingerprint) => {}
             Some(_) => {
-                replace_job(tx, &entry.spec, Some(apply.actor), now, revision).await?;
+                replace_job(tx, &entry.spec, None, Some(apply.actor), now, revision).await?;
                 changes.updated.push(name.to_string());
             }
         }

@@ -312,10 +312,13 @@ pub trait JobStore: Send + Sync {
         actor: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<JobDefinition, StoreError>;
-    /// Replaces the job named `spec.name`; `None` when there is no such job.
+    /// Replaces the job named `spec.name`; `None` when there is no such job, or when
+    /// `based_on` is given and the job is no longer at that revision (someone else changed it
+    /// since it was read).
     async fn update_job(
         &self,
         spec: &JobSpec,
+        based_on: Option<i64>,
         actor: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<JobDefinition>, StoreError>;

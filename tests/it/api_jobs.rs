@@ -9,6 +9,9 @@ backend_tests!(
     duplicate_name_is_409,
     list_filters_and_pages,
     update_replaces_the_definition,
+    a_put_without_shard_count_keeps_the_jobs,
+    a_merge_patch_changes_only_the_fields_it_names,
+    concurrent_patches_of_different_fields_all_land,
     delete_removes_the_job,
     enable_and_disable,
     sharded_job_params_round_trip,
@@ -129,6 +132,126 @@ async fn update_replaces_the_definition(backend: Backend) {
     assert_eq!(problem["errors"][0]["field"], "name");
     let (status, _) = app.put("/api/v1/jobs/missing", &body).await;
     assert_eq!(status, 404);
+}
+
+/// The ranges' ids depend on `shardCount`: a `PUT` that leaves it out keeps the job's (it
+/// reset the job to one range before).
+async fn a_put_without_shard_count_keeps_the_jobs(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut sharded = job("sharded");
+    sharded["shardCount"] = json!(8);
+    app.create_job(&sharded).await;
+    let body = json!({"serviceName": "order-service", "handler": "h2", "cron": "0 0 3 * * ?"});
+    let (status, updated) = app.put("/api/v1/jobs/sharded", &body).await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["shardCount"], 8);
+    assert_eq!(updated["handler"], "h2");
+    assert_eq!(
+        updated["maxRetry"], 3,
+        "other omitted fields take their defaults"
+    );
+    let mut two = body.clone();
+    two["shardCount"] = json!(2);
+    let (_, updated) = app.put("/api/v1/jobs/sharded", &two).await;
+    assert_eq!(updated["shardCount"], 2, "given, it is changed");
+}
+
+/// `PATCH` takes a JSON merge patch (RFC 7396) of the definition: the fields it names change,
+/// the others keep their values, `null` resets one to its default; it is validated like a
+/// `PUT`, names its bad fields, and refuses a rename.
+async fn a_merge_patch_changes_only_the_fields_it_names(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut body = job("patched");
+    body["shardCount"] = json!(4);
+    body["maxRetry"] = json!(7);
+    body["description"] = json!("nightly");
+    body["jobParams"] = json!({"region": "eu", "limit": 10});
+    let created = app.create_job(&body).await;
+    let patch = |body: serde_json::Value, content_type: &'static str| {
+        let req = app
+            .client
+            .patch(app.url("/api/v1/jobs/patched"))
+            .header("content-type", content_type)
+            .body(body.to_string());
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (status, patched) = patch(
+        json!({"cron": "0 0 4 * * ?", "jobParams": {"limit": null, "day": 1}, "description": null}),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["cron"], "0 0 4 * * ?");
+    assert_eq!(patched["jobParams"], json!({"region": "eu", "day": 1}));
+    assert_eq!(patched["description"], json!(null));
+    for kept in [
+        "shardCount",
+        "maxRetry",
+        "serviceName",
+        "handler",
+        "id",
+        "createdAt",
+    ] {
+        assert_eq!(patched[kept], created[kept], "{kept}");
+    }
+    let (_, got) = app.get("/api/v1/jobs/patched").await;
+    assert_eq!(got, patched);
+    // An empty patch leaves the definition as it is.
+    let (status, same) = patch(json!({}), "application/json").await;
+    assert_eq!(status, 200);
+    for (k, v) in patched.as_object().unwrap() {
+        if k != "updatedAt" {
+            assert_eq!(&same[k], v, "{k}");
+        }
+    }
+    // `null` resets a field to its default.
+    let (_, reset) = patch(json!({"maxRetry": null}), "application/json").await;
+    assert_eq!(reset["maxRetry"], 3);
+    let (status, problem) = patch(json!({"shardCount": 0}), "application/json").await;
+    assert_eq!(status, 400);
+    assert_eq!(problem_fields(&problem), ["shardCount"]);
+    let (status, problem) = patch(json!({"maxRetry": "many"}), "application/json").await;
+    assert_eq!(status, 400);
+    assert_eq!(problem_fields(&problem), ["maxRetry"]);
+    let (status, problem) = patch(json!({"name": "renamed"}), "application/json").await;
+    assert_eq!(status, 400);
+    assert_eq!(problem_fields(&problem), ["name"]);
+    let (status, _) = patch(json!({"noSuchField": 1}), "application/json").await;
+    assert_eq!(status, 400);
+    let (status, _) = patch(json!([1]), "application/json").await;
+    assert_eq!(status, 400);
+    let (status, _) = patch(json!({"cron": "0 0 5 * * ?"}), "text/plain").await;
+    assert_eq!(status, 415);
+    let req = app
+        .client
+        .patch(app.url("/api/v1/jobs/none"))
+        .json(&json!({"maxRetry": 1}));
+    assert_eq!(req.send().await.unwrap().status(), 404);
+}
+
+/// A patch is applied to the job as stored when it is written: patches sent at once, each
+/// adding its own key, all land (none overwrites another with what it read before).
+async fn concurrent_patches_of_different_fields_all_land(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.create_job(&job("busy")).await;
+    let sends = (0..4).map(|i| {
+        app.client
+            .patch(app.url("/api/v1/jobs/busy"))
+            .json(&json!({"jobParams": {format!("k{i}"): i}}))
+            .send()
+    });
+    for resp in futures::future::join_all(sends).await {
+        assert_eq!(resp.unwrap().status(), 200);
+    }
+    let (_, got) = app.get("/api/v1/jobs/busy").await;
+    assert_eq!(
+        got["jobParams"],
+        json!({"k0": 0, "k1": 1, "k2": 2, "k3": 3})
+    );
 }
 
 async fn delete_removes_the_job(backend: Backend) {

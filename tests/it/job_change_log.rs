@@ -71,7 +71,7 @@ async fn the_log_answers_what_changed_after_a_revision(backend: Backend) {
     );
 
     // An edit, a disable and a delete: just those three, as they are now.
-    s.update_job(&spec("a", "0 30 2 * * ?"), None, Utc::now())
+    s.update_job(&spec("a", "0 30 2 * * ?"), None, None, Utc::now())
         .await
         .unwrap()
         .unwrap();
@@ -120,7 +120,7 @@ async fn writes_that_find_no_job_leave_the_log_alone(backend: Backend) {
         .unwrap();
     let r = s.job_revision().await.unwrap();
     assert!(
-        s.update_job(&spec("missing", "0 0 2 * * ?"), None, Utc::now())
+        s.update_job(&spec("missing", "0 0 2 * * ?"), None, None, Utc::now())
             .await
             .unwrap()
             .is_none()
@@ -286,7 +286,7 @@ async fn an_engine_applies_edits_disables_and_deletes_from_the_log(backend: Back
     s.set_job_enabled("x", true, None, Utc::now())
         .await
         .unwrap();
-    s.update_job(&spec("z", "0 0 4 1 1 ?"), None, Utc::now())
+    s.update_job(&spec("z", "0 0 4 1 1 ?"), None, None, Utc::now())
         .await
         .unwrap();
     wait_owned(
