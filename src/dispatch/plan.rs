@@ -1,8 +1,13 @@
 //! Splitting a job's fixed shard count over the live executors (docs/design.md, "Dispatch"), and
 //! routing: which executor of the sorted list a fire goes to first (docs/production.md, "Routing").
 //!
-//! Routing strategies, each a pure function of its inputs so that it is tested without a
-//! cluster:
+//! **Stable range placement**: a sharded job's range `i` goes to executor `i` of the sorted
+//! list, on every fire while the list is unchanged, whatever its routing strategy: an
+//! executor that caches the data of its range keeps it ("shard 0 is always handled by
+//! instance 1"). With fewer executors than shards, `split` gives one range per executor.
+//!
+//! Routing strategies choose the executor of an unsharded job's fire, each a pure function of
+//! its inputs so that it is tested without a cluster:
 //! - `ROUND_ROBIN` (default): the job's own counter, advanced once per fire, modulo the number
 //!   of executors: consecutive fires of a job visit every executor in turn. The counter is per
 //!   job, so two jobs firing alternately do not each stick to one executor.
@@ -15,8 +20,8 @@
 //!   instance; ties go to the first tied executor at or after the round-robin position, so an
 //!   idle pool is still used evenly.
 //!
-//! For a sharded job the chosen executor is where the range→executor mapping starts: range
-//! `i` goes to executor `(first + i) mod k`. Ranges themselves never depend on the strategy.
+//! [`assign`] maps range `i` to executor `(first + i) mod k`; `first` is 0 for a sharded job.
+//! Ranges themselves never depend on the strategy.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,5 +1,6 @@
-//! Planning a fire's rows: the live executors of the job's service, where the routing strategy
-//! starts the range → executor mapping, and one PENDING row per range ([`rows::fire_rows`]).
+//! Planning a fire's rows: the live executors of the job's service, which executor each range
+//! goes to (stable placement for a sharded job, the routing strategy for an unsharded one),
+//! and one PENDING row per range ([`rows::fire_rows`]).
 //! Everything that records a fire plans it here: cron fires, manual triggers, child jobs.
 
 use std::sync::Arc;
@@ -78,8 +79,13 @@ impl Planner {
         planned
     }
 
-    /// Where the job's routing strategy starts the range → executor mapping.
+    /// Where the range → executor mapping starts: the sorted list's first executor for a
+    /// sharded job (range `i` on executor `i`, on every fire while the list is unchanged);
+    /// where the job's routing strategy says for an unsharded one.
     fn first_executor(&self, job: &JobDefinition, executors: &[ExecutorInstance]) -> usize {
+        if job.spec.shard_count > 1 {
+            return 0;
+        }
         let addrs: Vec<&str> = executors.iter().map(|e| e.addr.as_str()).collect();
         // Only LEAST_BUSY reads the in-flight counts: the others skip the lock.
         let in_flight = match job.spec.route_strategy {

@@ -11,7 +11,7 @@ use crate::jobs::{
 };
 
 /// One PENDING row per shard range over the live executors (range `i` planned for executor
-/// `first + i`, the routing strategy's choice), held by `me` from `now` (a cron fire recorded
+/// `first + i`: 0 for a sharded job, the routing strategy's choice otherwise), held by `me` from `now` (a cron fire recorded
 /// ahead of its instant: from the instant); or a single FAILED row of every shard when there
 /// is no executor at all (the planner adds the retry it earns, recorded with it). The rows
 /// use the job's `jobParams`; a trigger with its own sets them on the rows.

@@ -176,7 +176,8 @@ pub struct JobRequest {
     pub misfire_policy: Option<String>,
     /// Free text, at most 500 characters.
     pub description: Option<String>,
-    /// Which executor a fire goes to first; for sharded jobs, where the range mapping starts.
+    /// Which executor an unsharded job's fire goes to first (a sharded job's range `i` always
+    /// goes to executor `i mod n` of the sorted list).
     #[schema(value_type = Option<RouteStrategy>, default = "ROUND_ROBIN")]
     pub route_strategy: Option<String>,
     /// A fire while the job still has a PENDING or RUNNING execution: `ALLOW` runs it,

@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 
 use super::JobName;
 
-/// Which executor instance a fire is sent to first. For a sharded job it is where the
-/// range→executor mapping starts (range 0 goes to that executor, range 1 to the next, …).
+/// Which executor instance an unsharded job's fire is sent to first. A sharded job's range
+/// `i` always goes to executor `i mod n` of the sorted list (stable range placement).
 #[derive(
     Debug,
     Clone,

@@ -18,6 +18,7 @@ use crate::recorder::{Recorder, Reply};
 backend_tests!(
     round_robin_spreads_unsharded_fires_over_the_executors,
     first_hash_random_and_least_busy_route_as_documented,
+    a_sharded_jobs_ranges_stay_on_their_executors_whatever_the_route,
     overlap_skip_records_the_fire_uncalled_across_instances,
     overlap_cover_cancels_the_running_execution_then_runs,
     a_manual_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped,
@@ -91,6 +92,61 @@ async fn round_robin_spreads_unsharded_fires_over_the_executors(backend: Backend
         (2, 2),
         "ROUND_ROBIN alternates"
     );
+}
+
+/// Stable range placement: range `i` of a sharded job goes to executor `i` of the sorted list
+/// on every fire, under every routing strategy (the default ROUND_ROBIN rotated it before).
+async fn a_sharded_jobs_ranges_stay_on_their_executors_whatever_the_route(backend: Backend) {
+    let recorders = [
+        Recorder::start().await,
+        Recorder::start().await,
+        Recorder::start().await,
+    ];
+    let addrs: Vec<String> = recorders.iter().map(|r| r.addr.clone()).collect();
+    let db = Arc::new(TestDb::create(backend).await);
+    let list = addrs.clone();
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &list);
+    })
+    .await;
+    let mut sorted = addrs.clone();
+    sorted.sort();
+    let strategies = [
+        "ROUND_ROBIN",
+        "RANDOM",
+        "LEAST_BUSY",
+        "CONSISTENT_HASH",
+        "FIRST",
+    ];
+    for strategy in strategies {
+        let name = format!("placed-{}", strategy.to_lowercase().replace('_', "-"));
+        app.create_job(&json!({"name": name, "serviceName": "svc", "handler": "h",
+            "cron": "0 0 3 1 1 ?", "shardCount": 9, "routeStrategy": strategy}))
+            .await;
+        for _ in 0..4 {
+            trigger(&app, &name, None).await;
+        }
+    }
+    eventually(Duration::from_secs(10), "every range called", || async {
+        let calls: usize = recorders.iter().map(|r| r.calls().len()).sum();
+        (calls == strategies.len() * 4 * 3).then_some(())
+    })
+    .await;
+    // 9 shards over 3 executors: 0-2, 3-5, 6-8, range i on executor i of the sorted list.
+    for r in &recorders {
+        let i = sorted.iter().position(|a| *a == r.addr).unwrap();
+        let starts: Vec<String> = r
+            .calls()
+            .iter()
+            .map(|c| c.header("x-shard-start").to_string())
+            .collect();
+        assert_eq!(starts.len(), strategies.len() * 4, "{}: {starts:?}", r.addr);
+        assert!(
+            starts.iter().all(|s| *s == (i * 3).to_string()),
+            "executor {i} ({}) got ranges starting at {starts:?}",
+            r.addr
+        );
+    }
 }
 
 /// FIRST: the executor sorting first; CONSISTENT_HASH: one executor for every fire of a job;
