@@ -144,10 +144,14 @@ impl Launcher {
                 Lane::Judge(fires) => idle.extend(self.judge(fires).await),
                 Lane::Launch(fires) => {
                     let latest = fires.iter().filter_map(|f| f.claimed).max();
+                    // A judgment holds for the moments around the instant only: a fire
+                    // launched later (its instance was paused, or far behind) is admitted.
+                    let now = self.clock.now();
                     let (ready, rest): (Vec<Ready>, Vec<Ready>) =
                         fires.into_iter().partition(|f| {
                             f.claimed.is_some_and(|at| {
-                                idle.remove(&(f.job.name().to_string(), f.job.revision, at))
+                                now <= at + ADMIT_AHEAD
+                                    && idle.remove(&(f.job.name().to_string(), f.job.revision, at))
                             })
                         });
                     for fire in ready {

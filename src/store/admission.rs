@@ -24,11 +24,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::columns::execution;
 use super::sql::{Sql, Tx};
-use super::steps::{lock_jobs, record_stopping, withdraw_in};
+use super::steps::{count_cancels, lock_jobs, record_stopping, withdraw_in};
 use super::{ADMIT_AHEAD, Admitted, GuardedFire, MULTI_ROW, StoreError};
 use crate::jobs::{Execution, ExecutionStatus, OverlapPolicy, TriggerType};
 
@@ -88,7 +88,7 @@ pub(super) async fn judge_ahead(
         pending == own.len()
             && runs
                 .iter()
-                .all(|e| own.contains(e.trace_id.as_str()) || !is_other(fire, e, now))
+                .all(|e| own.contains(e.trace_id.as_str()) || claimed_ahead(e, now))
     };
     Ok(fires.iter().map(idle).collect())
 }
@@ -168,13 +168,29 @@ async fn admit_one(
     }
     let others: Vec<Execution> = runs
         .iter()
-        .filter(|e| !own.contains(e.trace_id.as_str()) && is_other(fire, e, now))
+        .filter(|e| !own.contains(e.trace_id.as_str()) && !claimed_ahead(e, now))
         .cloned()
         .collect();
+    let newer: Vec<&Execution> = others.iter().filter(|e| later_instant(fire, e)).collect();
     let covered = match fire.policy {
         _ if others.is_empty() => Vec::new(),
         OverlapPolicy::Allow => Vec::new(),
-        OverlapPolicy::Skip => return Ok(skip(runs, moves, &pending, &others)),
+        OverlapPolicy::Skip => {
+            let why = format!(
+                "not called: the job still runs {} (overlapPolicy SKIP)",
+                traces(&others).join(", ")
+            );
+            return Ok(skip(runs, moves, &pending, &others, why));
+        }
+        OverlapPolicy::Cover if !newer.is_empty() => {
+            let why = format!(
+                "not called: the fire of {} replaced it (overlapPolicy COVER)",
+                newer[0]
+                    .fire_time
+                    .to_rfc3339_opts(SecondsFormat::Millis, true)
+            );
+            return Ok(skip(runs, moves, &pending, &others, why));
+        }
         OverlapPolicy::Cover => {
             let mut others = others;
             lock_untaken(tx, runs, &mut others).await?;
@@ -259,18 +275,19 @@ async fn lock_untaken(
     Ok(())
 }
 
-/// SKIP beside open runs: the fire's `pending` rows are recorded SKIPPED, naming the runs.
+fn traces(runs: &[Execution]) -> Vec<String> {
+    runs.iter().map(|e| e.trace_id.clone()).collect()
+}
+
+/// A fire not called beside open runs: its `pending` rows are recorded SKIPPED, saying `why`.
 fn skip(
     runs: &mut Vec<Execution>,
     moves: &mut Moves,
     pending: &[String],
     others: &[Execution],
+    why: String,
 ) -> Admitted {
-    let running: Vec<String> = others.iter().map(|e| e.trace_id.clone()).collect();
-    let why = format!(
-        "not called: the job still runs {} (overlapPolicy SKIP)",
-        running.join(", ")
-    );
+    let running = traces(others);
     moves.push(&Move::to(ExecutionStatus::Skipped).because(&why), pending);
     let rows = runs
         .iter()
@@ -297,17 +314,15 @@ fn first_cron_attempt(e: &Execution) -> bool {
         && e.retry_count == 0
 }
 
-/// Whether `e`, not one of `fire`'s rows, is a run `fire` is judged against. A cron fire is
-/// never judged against a later instant of its own job (admitted late, it would otherwise
-/// skip for, or cover, the fire after it).
-fn is_other(fire: &GuardedFire, e: &Execution, now: DateTime<Utc>) -> bool {
-    let later = fire.scheduled
-        && first_cron_attempt(e)
+/// Whether `e` is a later instant's fire of `fire`'s job, for a cron fire: a fire admitted
+/// late (its instance paused, or behind) never covers the fire after it; it is superseded.
+fn later_instant(fire: &GuardedFire, e: &Execution) -> bool {
+    fire.scheduled
+        && e.trigger_type == TriggerType::Cron
         && fire
             .rows
             .first()
-            .is_some_and(|own| e.fire_time > own.fire_time);
-    !claimed_ahead(e, now) && !later
+            .is_some_and(|own| e.fire_time > own.fire_time)
 }
 
 /// A move of open rows to a status, with the message and finish it sets.
@@ -380,12 +395,16 @@ impl Moves {
     /// Each row's moves folded into one, then rows moved alike in one statement (per
     /// [`MULTI_ROW`] rows).
     async fn apply(self, tx: &mut Tx) -> Result<(), StoreError> {
+        let mut cancelled = 0;
         for (m, traces) in self.grouped() {
             for chunk in traces.chunks(MULTI_ROW) {
-                m.apply(tx, chunk).await?;
+                let moved = m.apply(tx, chunk).await?;
+                if m.status == ExecutionStatus::Cancelled {
+                    cancelled += moved as usize;
+                }
             }
         }
-        Ok(())
+        count_cancels(tx, cancelled).await
     }
 
     fn grouped(self) -> Vec<(Move, Vec<String>)> {

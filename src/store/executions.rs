@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::columns::{execution, new_execution_columns};
 use super::sql::{Row, Sql, Tx};
-use super::steps::{lock_job_rows, record_stopping};
+use super::steps::{count_cancels, lock_job_rows, record_stopping};
 use super::{
     ACTIVITY_DELAY_SAMPLE, Activity, Applied, ChildTrigger, Cursor, ExecutionFilter,
     ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, Stopping, StoreError, Swept,
@@ -377,20 +377,14 @@ async fn follow_up(
             follow.children = trigger_children(tx, children).await?;
         }
     }
-    let mut cancels: i64 = 0;
+    let mut cancels = 0;
     for ((trace, t), a) in batch.iter().zip(applied.iter()) {
         if let (Some(at), true) = (t.stopping, a.applied()) {
             record_stopping(tx, &[trace.as_str()], at).await?;
             cancels += 1;
         }
     }
-    if cancels > 0 {
-        // Launchers about to call rows claimed ahead read this counter at their instant.
-        let mut q = Sql::new("UPDATE job_revision SET cancels = cancels + ");
-        q.bind(cancels).push(" WHERE id = 1");
-        tx.execute(q).await?;
-    }
-    Ok(())
+    count_cancels(tx, cancels).await
 }
 
 /// Inserts `children`'s rows when every range of the parent fire has succeeded and no child

@@ -60,6 +60,18 @@ pub(super) async fn record_stopping(
     Ok(())
 }
 
+/// Counts `n` cancels in the counter that launchers read at their instant: a row claimed
+/// ahead and cancelled meanwhile (by an operator, or covered) is then read again before its
+/// call, and not called.
+pub(super) async fn count_cancels(tx: &mut Tx, n: usize) -> Result<(), StoreError> {
+    if n > 0 {
+        let mut q = Sql::new("UPDATE job_revision SET cancels = cancels + ");
+        q.bind(n as i64).push(" WHERE id = 1");
+        tx.execute(q).await?;
+    }
+    Ok(())
+}
+
 /// Takes back one recorded fire: its rows and its claim are deleted, so its instant can be
 /// fired again, but only while every row that is left is still PENDING and held by the
 /// fire's instance. Once one was taken over (compensation resumed it after its lease) or

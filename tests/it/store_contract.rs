@@ -880,7 +880,8 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
 /// only when the job is at the fire's revision, its rows PENDING and no other run open, and
 /// never earlier than `ADMIT_AHEAD`. From then the fire is a run of its job for every other
 /// admission: a manual SKIP run is skipped for it, a manual COVER run covers it as a run that
-/// may have been called. A fire admitted late is not judged against its job's next instant.
+/// may have been called, and the cancel is counted for the launchers. A cron fire admitted
+/// when a later instant of its job is a run already is superseded (SKIPPED), never covers it.
 async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Backend) {
     use jobflow::jobs::OverlapPolicy::{Cover, Skip};
     let (_db, s) = open(backend).await;
@@ -929,6 +930,7 @@ async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Back
         ..row(job, ahead + Duration::milliseconds(100), 0, 9)
     };
     let now = ahead + Duration::milliseconds(100);
+    let cancels_before = s.instant_counters().await.unwrap().cancels;
     let admitted = s
         .record_guarded(Skip, &[manual("skip")], now)
         .await
@@ -941,18 +943,26 @@ async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Back
         .record_guarded(Cover, &[manual("cover")], now)
         .await
         .unwrap();
-    let store::Admitted::Run { covered, .. } = &admitted else {
+    let store::Admitted::Run {
+        covered,
+        rows: manual_rows,
+    } = &admitted
+    else {
         panic!("{admitted:?}")
     };
     assert_eq!(covered[0].trace_id, cover[0].trace_id);
+    let manual_run = manual_rows[0].trace_id.clone();
     let stopping = s.stopping(100).await.unwrap();
     assert_eq!(
         stopping.iter().map(|e| &e.trace_id).collect::<Vec<_>>(),
         [&cover[0].trace_id],
         "it may have been called at its instant: its stop is waited for"
     );
-    // `busy`'s fire admitted late, beside the claim of the second after it: it runs, and the
-    // next fire is judged against it.
+    // The manual COVER run's cancel is counted, so the launcher holding the covered fire
+    // reads its rows again at the instant and does not call it.
+    assert!(s.instant_counters().await.unwrap().cancels > cancels_before);
+    // `busy`'s fire admitted late, when the fire of the second after it is a run already:
+    // superseded, SKIPPED, and it does not cover that fire.
     s.transition(&busy_before[0].trace_id, &success())
         .await
         .unwrap();
@@ -963,11 +973,51 @@ async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Back
         .await
         .unwrap();
     assert!(
-        matches!(&admitted[0], store::Admitted::Run { .. }),
+        matches!(&admitted[0], store::Admitted::Skipped { running, .. } if *running == [busy_next[0].trace_id.clone()]),
         "{admitted:?}"
     );
-    let next = guarded("busy", Skip, Some(busy_rev), &busy_next);
-    assert_eq!(s.admit_ahead(&[next], late).await.unwrap(), [false]);
+    // Three instants of a COVER job admitted together (their instance was paused): the
+    // newest runs, the older two are superseded, nothing is covered or cancelled.
+    let burst: Vec<Vec<Execution>> = futures::future::join_all(
+        [10, 11, 14].map(|n| claimed(&s, "cover", t0 + Duration::seconds(n))),
+    )
+    .await;
+    let fires: Vec<store::GuardedFire> = burst
+        .iter()
+        .map(|rows| guarded("cover", Cover, Some(cover_rev), rows))
+        .collect();
+    s.stops_confirmed(&[cover[0].trace_id.clone()])
+        .await
+        .unwrap();
+    s.transition(&manual_run, &success()).await.unwrap();
+    let admitted = s
+        .admit(
+            &fires,
+            t0 + Duration::seconds(14) + Duration::milliseconds(500),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted[0], store::Admitted::Skipped { .. }),
+        "{admitted:?}"
+    );
+    assert!(
+        matches!(&admitted[1], store::Admitted::Skipped { .. }),
+        "{admitted:?}"
+    );
+    assert!(
+        matches!(&admitted[2], store::Admitted::Run { covered, .. } if covered.is_empty()),
+        "{admitted:?}"
+    );
+    let first = s
+        .get_execution(&burst[0][0].trace_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        first.error_message.unwrap().contains("replaced it"),
+        "superseded, said so"
+    );
 }
 
 /// A run cancelled while it may still go on at its executor (covered under COVER, or by an
