@@ -7,17 +7,24 @@
 //! | what the executor says | the run |
 //! |---|---|
 //! | finished, never had it, restarted, no status endpoint | stopped |
-//! | running, or no answer | still stopping, until its timeout + [`STOP_ALLOWANCE`] after the request |
+//! | running | still stopping, for as long as it says so |
+//! | no answer | still stopping, until its timeout + [`STOP_ALLOWANCE`] after the request |
 //!
-//! Past that bound the run is taken to have stopped (an executor stops a handler at its
-//! timeout), with a warning: a handler that ignores both the cancel and its timeout is the
-//! one case where a job's overlap policy cannot hold.
+//! A handler that ignores both its cancel and its timeout (a blocked thread the SDK cannot
+//! interrupt) still runs, and its executor says so: its job's SKIP and COVER fires wait for
+//! it however long it takes (the campaign found a COVER fire started beside one that ran 34 s
+//! when the leader stopped waiting at the bound). Only an executor that does not answer at
+//! all is taken, past the bound, to have stopped with its handler (it is gone, or cut off
+//! from the schedulers), with a warning.
 
 use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 
 use super::recovery::STOP_ALLOWANCE;
 use crate::clock::Clock;
 use crate::dispatch::Attempts;
+use crate::dispatch::client::Probe;
 use crate::store::{Stopping, Store, StoreError};
 
 /// Entries looked at per pass.
@@ -51,22 +58,61 @@ async fn has_stopped(
     let Some((_, probe)) = attempts.status(run).await else {
         return true; // no executor named: never called
     };
-    if probe.stopped() {
-        return true;
+    // Only a silent executor needs the job's timeout.
+    if probe.stopped() || probe == Probe::Running {
+        return settled(&probe, stop.requested_at, 0, clock.now());
     }
     let timeout = match store.get_job(&stop.job_name).await {
         Ok(job) => job.map_or(0, |j| j.spec.timeout_seconds.into()),
         Err(_) => return false,
     };
-    let bound = stop.requested_at + chrono::Duration::seconds(timeout) + STOP_ALLOWANCE;
-    if clock.now() < bound {
-        return false;
+    let stopped = settled(&probe, stop.requested_at, timeout, clock.now());
+    if stopped {
+        tracing::warn!(
+            trace_id = %stop.trace_id,
+            job_name = %stop.job_name,
+            answer = ?probe,
+            "a cancelled run's executor has not answered past the run's timeout; taken to have stopped, its job's overlap policy no longer waits for it"
+        );
     }
-    tracing::warn!(
-        trace_id = %stop.trace_id,
-        job_name = %stop.job_name,
-        answer = ?probe,
-        "a cancelled run is still not known to have stopped, past its timeout; its job's overlap policy no longer waits for it"
-    );
-    true
+    stopped
+}
+
+/// Whether a run asked to stop at `requested_at`, of a job with `timeout` seconds, counts as
+/// stopped at `now` given what its executor said (the table of the module documentation).
+fn settled(probe: &Probe, requested_at: DateTime<Utc>, timeout: i64, now: DateTime<Utc>) -> bool {
+    match probe {
+        _ if probe.stopped() => true,
+        Probe::Running => false,
+        _ => now >= requested_at + chrono::Duration::seconds(timeout) + STOP_ALLOWANCE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_its_executor_says_runs_stays_stopping_however_long_and_a_silent_one_until_the_bound() {
+        let asked: DateTime<Utc> = "2026-03-01T00:00:00Z".parse().unwrap();
+        let later = |s: i64| asked + chrono::Duration::seconds(s);
+        let silent = Probe::Unreachable("connection refused".into());
+        // Timeout 5 s: the bound is 35 s after the request.
+        assert!(!settled(&Probe::Running, asked, 5, later(36)));
+        assert!(!settled(&Probe::Running, asked, 5, later(3600)));
+        assert!(!settled(&silent, asked, 5, later(34)));
+        assert!(settled(&silent, asked, 5, later(35)));
+        let finished = Probe::Finished {
+            status: crate::jobs::ExecutionStatus::Success,
+            message: None,
+        };
+        assert!(settled(&finished, asked, 5, later(1)));
+        assert!(settled(
+            &Probe::Unknown { restarted: true },
+            asked,
+            5,
+            later(1)
+        ));
+        assert!(settled(&Probe::Unsupported, asked, 5, later(1)));
+    }
 }
