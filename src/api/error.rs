@@ -148,7 +148,8 @@ impl From<DispatchError> for ApiError {
             }
             e @ (DispatchError::NotFinished(_)
             | DispatchError::NotRunning(_)
-            | DispatchError::AlreadyFinal(_)) => Self::Conflict(e.to_string()),
+            | DispatchError::AlreadyFinal(_)
+            | DispatchError::EarlierJob(_)) => Self::Conflict(e.to_string()),
             e @ DispatchError::Stopping => Self::Unavailable(e.to_string()),
             e @ DispatchError::ExecutorNotLive(..) => Self::Conflict(e.to_string()),
             DispatchError::Store(e) => e.into(),

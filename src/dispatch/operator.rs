@@ -34,6 +34,10 @@ pub enum DispatchError {
     NotRunning(ExecutionStatus),
     #[error("execution is {0}, already final; only PENDING or RUNNING executions can be cancelled")]
     AlreadyFinal(ExecutionStatus),
+    #[error(
+        "execution belongs to job `{0}` as it was before it was deleted and created again; trigger the job instead"
+    )]
+    EarlierJob(String),
     #[error("executor {0} is not a live instance of service `{1}`")]
     ExecutorNotLive(String, String),
     #[error(transparent)]
@@ -175,6 +179,11 @@ impl Operator {
             return Err(DispatchError::NotFinished(parent.status));
         }
         let job = self.job(&parent.job_name).await?;
+        // A job deleted and created again under its name is another job: a row recorded
+        // before it was created is the earlier job's, which its definition never ran.
+        if parent.trigger_time < job.created_at {
+            return Err(DispatchError::EarlierJob(parent.job_name));
+        }
         let row = rows::rerun_row(&parent, self.planner.me(), self.clock.now());
         let exec = self
             .record(vec![row])

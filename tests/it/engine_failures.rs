@@ -295,6 +295,19 @@ async fn manual_trigger_and_operator_retry(backend: Backend) {
         rec.calls()[1].trace_id(),
         retry["traceId"].as_str().unwrap()
     );
+    // Deleted and created again under its name, it is another job: its earlier executions
+    // are not re-run with the new definition (the fault campaign found one).
+    assert_eq!(app.delete("/api/v1/jobs/by-hand").await.0, 204);
+    app.create_job(&manual_job("by-hand", "svc", json!({"maxRetry": 0})))
+        .await;
+    let (status, problem) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/retry"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 409, "{problem}");
+    assert_eq!(rec.calls().len(), 2, "nothing called");
 
     // Retrying something still running is refused.
     let pending = Recorder::with(|_| Reply::status(202, "")).await;
