@@ -31,6 +31,13 @@ ensure_rnacos
 export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
 
 parallel="${CAMPAIGN_PARALLEL:-1}"
+if (( parallel > 1 )); then
+    # Each seed holds about 60 connections (three schedulers' pools, the harness): MariaDB's
+    # default 151 refused the fourth seed's.
+    mariadb --protocol=tcp -h 127.0.0.1 -u root \
+        -e "SET GLOBAL max_connections = GREATEST(@@max_connections, $((100 * parallel)))" \
+        || log "could not raise max_connections; seeds may be refused connections"
+fi
 profile=()
 [[ "${CAMPAIGN_RELEASE:-0}" == 1 ]] && profile=(--release)
 log "fault campaign: seeds $seeds, $seconds s of faults each, $parallel at once; results in $report"
