@@ -88,7 +88,7 @@ impl Application {
                 cluster: cluster.clone(),
                 job_changes: job_changes.clone(),
                 owed,
-                book,
+                book: book.clone(),
             },
         )
         .await
@@ -110,6 +110,7 @@ impl Application {
             settings: Arc::new(settings),
             metrics: telemetry::metrics_handle(),
             job_changes,
+            book: book.clone(),
             dispatcher,
             discovery,
             cluster,

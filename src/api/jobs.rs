@@ -134,7 +134,7 @@ async fn create_job(
         .store
         .create_job(&spec, auth.actor(), state.clock.now())
         .await?;
-    state.jobs_changed();
+    state.job_saved(&job);
     let mut headers = HeaderMap::new();
     if let Ok(v) = HeaderValue::from_str(&format!("/api/v1/jobs/{}", job.name())) {
         headers.insert(header::LOCATION, v);
@@ -301,7 +301,7 @@ async fn save_over(
             )
             .await?;
         if let Some(job) = saved {
-            state.jobs_changed();
+            state.job_saved(&job);
             return Ok(axum::Json(job.into()));
         }
     }
@@ -365,10 +365,11 @@ async fn delete_job(
     if let Some(current) = state.store.get_job(&name).await? {
         refuse_nacos_job(&state, &current)?;
     }
-    if !state.store.delete_job(&name, state.clock.now()).await? {
+    let at = state.clock.now();
+    if !state.store.delete_job(&name, at).await? {
         return Err(ApiError::job_not_found(&name));
     }
-    state.jobs_changed();
+    state.job_deleted(&name, at);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -413,7 +414,7 @@ async fn set_enabled(
         .set_job_enabled(&name, p.enabled, auth.actor(), state.clock.now())
         .await?
         .ok_or_else(|| ApiError::job_not_found(&name))?;
-    state.jobs_changed();
+    state.job_saved(&job);
     Ok(axum::Json(job.into()))
 }
 

@@ -54,6 +54,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Wakes the scheduling engine after a job change made through this instance.
     pub job_changes: Arc<tokio::sync::Notify>,
+    /// The job definitions the engine and the launcher work from.
+    pub book: Arc<crate::jobs::JobBook>,
     pub dispatcher: Arc<Dispatcher>,
     pub discovery: Arc<dyn Discovery>,
     pub cluster: Arc<ClusterState>,
@@ -63,7 +65,16 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn jobs_changed(&self) {
+    /// A job written through this instance: known to its launcher before the answer, then
+    /// read back by the engine.
+    pub fn job_saved(&self, job: &crate::jobs::JobDefinition) {
+        self.book.note_saved(job.clone());
+        self.job_changes.notify_one();
+    }
+
+    /// A job deleted through this instance at `at` (see [`AppState::job_saved`]).
+    pub fn job_deleted(&self, name: &str, at: chrono::DateTime<chrono::Utc>) {
+        self.book.note_deleted(name, at);
         self.job_changes.notify_one();
     }
 

@@ -7,6 +7,8 @@ use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
+use chrono::{DateTime, Utc};
+
 use super::JobDefinition;
 
 /// A job definition as a key: hashed, compared and ordered by its name, and found by `&str`,
@@ -90,6 +92,35 @@ impl JobBook {
         *self.inner.write().expect("book lock") = Book { jobs, revision };
     }
 
+    /// A job this instance just wrote through its API, before the engine reads it back from
+    /// the change log: the launcher's check at each instant then knows it at once, even when
+    /// the database goes away right after the answer. A definition the book knows a later
+    /// state of (a later revision of the job, or its delete) is ignored; the book's
+    /// revision does not move, so the engine's next read still brings everything after it.
+    pub fn note_saved(&self, job: JobDefinition) {
+        let mut book = self.inner.write().expect("book lock");
+        let newer = match book.jobs.get(job.name().as_str()) {
+            Some(known) => known.0.revision < job.revision,
+            None => job.revision > book.revision,
+        };
+        if newer {
+            book.jobs.replace(ByName(Arc::new(job)));
+        }
+    }
+
+    /// A job this instance just deleted through its API, at `at` (see
+    /// [`JobBook::note_saved`]). A job created again under its name after `at` stays.
+    pub fn note_deleted(&self, name: &str, at: DateTime<Utc>) {
+        let mut book = self.inner.write().expect("book lock");
+        if book
+            .jobs
+            .get(name)
+            .is_some_and(|known| known.0.created_at <= at)
+        {
+            book.jobs.remove(name);
+        }
+    }
+
     /// Applies the changes up to `revision` (an incremental reload).
     pub fn apply(&self, changed: &[Arc<JobDefinition>], removed: &[String], revision: i64) {
         let mut book = self.inner.write().expect("book lock");
@@ -100,5 +131,57 @@ impl JobBook {
             book.jobs.replace(ByName(job.clone()));
         }
         book.revision = revision;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(name: &str, revision: i64, created: u32) -> JobDefinition {
+        let at: DateTime<Utc> = format!("2026-01-01T00:00:{created:02}Z").parse().unwrap();
+        let body = serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
+            "cron": "* * * * * ?"});
+        let mut j = JobDefinition::stored(body, at);
+        j.revision = revision;
+        j
+    }
+
+    fn at(s: u32) -> DateTime<Utc> {
+        format!("2026-01-01T00:00:{s:02}Z").parse().unwrap()
+    }
+
+    #[test]
+    fn a_change_noted_by_its_writer_is_known_at_once_unless_the_book_knows_a_later_state() {
+        let book = JobBook::default();
+        book.replace(vec![job("a", 5, 0)], 10);
+        book.note_saved(job("a", 12, 0));
+        assert_eq!(book.get("a").unwrap().revision, 12, "an edit");
+        book.note_saved(job("a", 11, 0));
+        assert_eq!(
+            book.get("a").unwrap().revision,
+            12,
+            "an older one is ignored"
+        );
+        assert_eq!(
+            book.revision(),
+            10,
+            "the engine still reads everything after 10"
+        );
+        book.note_saved(job("new", 13, 1));
+        assert!(book.get("new").is_some(), "a creation");
+        book.note_saved(job("gone", 9, 1));
+        assert!(
+            book.get("gone").is_none(),
+            "the book is past it: deleted since"
+        );
+        book.note_deleted("a", at(5));
+        assert!(book.get("a").is_none(), "a delete");
+        book.note_saved(job("again", 14, 8));
+        book.note_deleted("again", at(5));
+        assert!(
+            book.get("again").is_some(),
+            "created again after the delete"
+        );
     }
 }
