@@ -46,11 +46,27 @@ type Key = (DateTime<Utc>, String);
 struct Queue {
     fires: BTreeMap<Key, WaitingFire>,
     by_job: HashMap<String, BTreeSet<DateTime<Utc>>>,
+    /// Recorded fires of guarded jobs per instant: the launcher looks up the next instant
+    /// to judge on every wake-up, which a scan of every fire waiting would make cost as much
+    /// as the fires of ALLOW jobs in the room.
+    guarded: BTreeMap<DateTime<Utc>, usize>,
+}
+
+fn is_guarded(fire: &WaitingFire) -> bool {
+    fire.rows.is_some() && fire.job.spec.overlap_policy != OverlapPolicy::Allow
 }
 
 impl Queue {
     fn remove(&mut self, key: &Key) -> Option<WaitingFire> {
         let fire = self.fires.remove(key)?;
+        if is_guarded(&fire)
+            && let Some(n) = self.guarded.get_mut(&key.0)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.guarded.remove(&key.0);
+            }
+        }
         if let Some(times) = self.by_job.get_mut(&key.1) {
             times.remove(&key.0);
             if times.is_empty() {
@@ -108,6 +124,10 @@ impl WaitingRoom {
             return Err(fire);
         }
         fire.rows = Some(rows);
+        let guarded = is_guarded(fire);
+        if guarded {
+            *q.guarded.entry(fire_time).or_default() += 1;
+        }
         drop(q);
         self.changed.notify_one();
         Ok(())
@@ -132,11 +152,10 @@ impl WaitingRoom {
     /// job: the next to judge ahead.
     pub fn next_guarded(&self, after: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
         let q = self.queue.lock().expect("waiting lock");
-        q.fires
-            .iter()
-            .filter(|(k, _)| after.is_none_or(|a| k.0 > a))
-            .find(|(_, f)| f.rows.is_some() && f.job.spec.overlap_policy != OverlapPolicy::Allow)
-            .map(|(k, _)| k.0)
+        q.guarded
+            .keys()
+            .find(|at| after.is_none_or(|a| **at > a))
+            .copied()
     }
 
     /// The recorded fires of guarded jobs at instant `at`, copied (they stay here until
@@ -146,7 +165,7 @@ impl WaitingRoom {
         q.fires
             .range((at, String::new())..)
             .take_while(|(k, _)| k.0 == at)
-            .filter(|(_, f)| f.job.spec.overlap_policy != OverlapPolicy::Allow)
+            .filter(|(_, f)| is_guarded(f))
             .filter_map(|(_, f)| Some((f.job.clone(), f.rows.clone()?)))
             .collect()
     }

@@ -38,11 +38,7 @@ pub(super) async fn admit_all(
     fires: &[GuardedFire],
     now: DateTime<Utc>,
 ) -> Result<Vec<Admitted>, StoreError> {
-    let mut jobs: Vec<&str> = fires.iter().map(|f| f.job.as_str()).collect();
-    jobs.sort_unstable();
-    jobs.dedup();
-    let current = lock_jobs(tx, &jobs).await?;
-    let mut open = open_runs(tx, &jobs, now).await?;
+    let (current, mut open) = read_jobs(tx, fires, now).await?;
     let mut moves = Moves::default();
     let mut out = Vec::with_capacity(fires.len());
     for fire in fires {
@@ -62,35 +58,74 @@ pub(super) async fn judge_ahead(
     fires: &[GuardedFire],
     now: DateTime<Utc>,
 ) -> Result<Vec<bool>, StoreError> {
+    let (current, open) = read_jobs(tx, fires, now).await?;
+    let idle = |fire: &GuardedFire| {
+        // Judged earlier, an admission between the judgment and `ADMIT_AHEAD` before the
+        // instant would not see the fire as a run.
+        if !is_current(fire, current.get(&fire.job))
+            || fire.rows.iter().any(|r| r.fire_time > now + ADMIT_AHEAD)
+        {
+            return false;
+        }
+        let runs = open.get(&fire.job).map(Vec::as_slice).unwrap_or_default();
+        let (pending, others) = judged_against(fire, runs, now);
+        pending.len() == fire.rows.len() && others.is_empty()
+    };
+    Ok(fires.iter().map(idle).collect())
+}
+
+/// The revision and `enabled` of each job of `fires`, their rows locked, and their runs.
+async fn read_jobs(
+    tx: &mut Tx,
+    fires: &[GuardedFire],
+    now: DateTime<Utc>,
+) -> Result<
+    (
+        HashMap<String, (i64, bool)>,
+        HashMap<String, Vec<Execution>>,
+    ),
+    StoreError,
+> {
     let mut jobs: Vec<&str> = fires.iter().map(|f| f.job.as_str()).collect();
     jobs.sort_unstable();
     jobs.dedup();
     let current = lock_jobs(tx, &jobs).await?;
     let open = open_runs(tx, &jobs, now).await?;
-    let idle = |fire: &GuardedFire| {
-        let Some((revision, enabled)) = current.get(&fire.job) else {
-            return false;
-        };
-        if !enabled || fire.revision.is_some_and(|r| r != *revision) {
-            return false;
-        }
-        // Judged earlier, an admission between the judgment and `ADMIT_AHEAD` before the
-        // instant would not see the fire as a run.
-        if fire.rows.iter().any(|r| r.fire_time > now + ADMIT_AHEAD) {
-            return false;
-        }
-        let runs = open.get(&fire.job).map(Vec::as_slice).unwrap_or_default();
-        let own: HashSet<&str> = fire.rows.iter().map(|r| r.trace_id.as_str()).collect();
-        let pending = runs
-            .iter()
-            .filter(|e| own.contains(e.trace_id.as_str()) && e.status == ExecutionStatus::Pending)
-            .count();
-        pending == own.len()
-            && runs
-                .iter()
-                .all(|e| own.contains(e.trace_id.as_str()) || claimed_ahead(e, now))
-    };
-    Ok(fires.iter().map(idle).collect())
+    Ok((current, open))
+}
+
+/// Whether `fire` may still be admitted under its job as stored (`job`: revision, enabled):
+/// the job exists, a scheduled fire's job is enabled, and the fire was planned under the
+/// job's revision (when it names one).
+fn is_current(fire: &GuardedFire, job: Option<&(i64, bool)>) -> bool {
+    match job {
+        None => false,
+        Some((_, false)) if fire.scheduled => false,
+        Some((revision, _)) => fire.revision.is_none_or(|r| r == *revision),
+    }
+}
+
+/// Of its job's `runs`, `fire`'s own rows still PENDING, and the other runs it is judged
+/// against (all but fires claimed for an instant more than [`ADMIT_AHEAD`] away).
+fn judged_against(
+    fire: &GuardedFire,
+    runs: &[Execution],
+    now: DateTime<Utc>,
+) -> (Vec<String>, Vec<Execution>) {
+    let own: HashSet<&str> = fire.rows.iter().map(|r| r.trace_id.as_str()).collect();
+    let (mine, others): (Vec<&Execution>, Vec<&Execution>) =
+        runs.iter().partition(|e| own.contains(e.trace_id.as_str()));
+    let pending = mine
+        .into_iter()
+        .filter(|e| e.status == ExecutionStatus::Pending)
+        .map(|e| e.trace_id.clone())
+        .collect();
+    let others = others
+        .into_iter()
+        .filter(|e| !claimed_ahead(e, now))
+        .cloned()
+        .collect();
+    (pending, others)
 }
 
 /// The runs of `jobs` at `now`, oldest first, by job: their PENDING and RUNNING rows except
@@ -145,32 +180,17 @@ async fn admit_one(
     moves: &mut Moves,
     now: DateTime<Utc>,
 ) -> Result<Admitted, StoreError> {
-    let current = match job {
-        None => false,
-        Some((_, false)) if fire.scheduled => false,
-        Some((revision, _)) => fire.revision.is_none_or(|r| r == *revision),
-    };
-    if !current {
+    if !is_current(fire, job) {
         return Ok(match withdraw_in(tx, &fire.withdrawal).await? {
             true => Admitted::Withdrawn,
             false => Admitted::Gone,
         });
     }
-    let own: HashSet<&str> = fire.rows.iter().map(|r| r.trace_id.as_str()).collect();
     let runs = open.entry(fire.job.clone()).or_default();
-    let pending: Vec<String> = runs
-        .iter()
-        .filter(|e| own.contains(e.trace_id.as_str()) && e.status == ExecutionStatus::Pending)
-        .map(|e| e.trace_id.clone())
-        .collect();
+    let (pending, others) = judged_against(fire, runs, now);
     if pending.is_empty() {
         return Ok(Admitted::Gone);
     }
-    let others: Vec<Execution> = runs
-        .iter()
-        .filter(|e| !own.contains(e.trace_id.as_str()) && !claimed_ahead(e, now))
-        .cloned()
-        .collect();
     let newer: Vec<&Execution> = others.iter().filter(|e| later_instant(fire, e)).collect();
     let covered = match fire.policy {
         _ if others.is_empty() => Vec::new(),

@@ -38,6 +38,15 @@ fn manual_job(name: &str, service: &str, extra: Value) -> Value {
     j
 }
 
+/// An operator's retry of execution `trace`: the answer's status and body.
+async fn operator_retry(app: &TestApp, trace: &str) -> (u16, Value) {
+    app.post(
+        &format!("/api/v1/jobs/executions/{trace}/retry"),
+        &json!({}),
+    )
+    .await
+}
+
 async fn trigger(app: &TestApp, job: &str) -> Vec<Value> {
     let (status, body) = app
         .post(&format!("/api/v1/jobs/{job}/trigger"), &json!({}))
@@ -279,12 +288,7 @@ async fn manual_trigger_and_operator_retry(backend: Backend) {
     let rows = settled(&app, "by-hand", 1).await;
     assert_eq!(rows[0]["status"], "FAILED");
 
-    let (status, retry) = app
-        .post(
-            &format!("/api/v1/jobs/executions/{trace}/retry"),
-            &json!({}),
-        )
-        .await;
+    let (status, retry) = operator_retry(&app, &trace).await;
     assert_eq!(status, 200, "{retry}");
     assert_eq!(retry["triggerType"], "RETRY");
     assert_eq!(retry["parentTraceId"], trace.as_str());
@@ -300,12 +304,7 @@ async fn manual_trigger_and_operator_retry(backend: Backend) {
     assert_eq!(app.delete("/api/v1/jobs/by-hand").await.0, 204);
     app.create_job(&manual_job("by-hand", "svc", json!({"maxRetry": 0})))
         .await;
-    let (status, problem) = app
-        .post(
-            &format!("/api/v1/jobs/executions/{trace}/retry"),
-            &json!({}),
-        )
-        .await;
+    let (status, problem) = operator_retry(&app, &trace).await;
     assert_eq!(status, 409, "{problem}");
     assert_eq!(rec.calls().len(), 2, "nothing called");
 
@@ -323,12 +322,7 @@ async fn manual_trigger_and_operator_retry(backend: Backend) {
         (e["status"] == "RUNNING").then_some(())
     })
     .await;
-    let (status, problem) = app
-        .post(
-            &format!("/api/v1/jobs/executions/{trace}/retry"),
-            &json!({}),
-        )
-        .await;
+    let (status, problem) = operator_retry(&app, &trace).await;
     assert_eq!(status, 409, "{problem}");
 }
 
