@@ -1,5 +1,5 @@
 //! What the launcher checks at an instant before it calls the fires claimed for it, in one
-//! read of one row (the job revision and the cancel counter), bounded by [`CHECK_WAIT`]:
+//! read of one row (the job revision and the cancel counter):
 //!
 //! - **jobs changed unseen**: when the revision moved past the engine's book, the names of
 //!   the jobs changed since are read; their fires are withdrawn (see [`launch`](super::launch));
@@ -9,19 +9,28 @@
 //!   called is read, and those no longer PENDING are not called. An executor that cannot be
 //!   asked to stop (no cancel endpoint) then never sees the call.
 //!
-//! While the database does not answer, no edit or cancel can be answered either, so the fires
-//! are launched as claimed rather than held back by a slow read.
+//! The fires wait for the answer. While the database does not answer, no new edit or cancel
+//! can be answered either, but one answered just before the database stalled may not have
+//! reached this instance's book yet: calling the fires as claimed could call the old
+//! definition. So a read that fails or takes longer than [`CHECK_WAIT`] is asked again
+//! (backing off up to a second) until the database answers; the fires are then late by the
+//! stall, never stale. Rows called late are taken with a compare-and-set past the first half
+//! of their lease (see [`attempt`](super::attempt)), so compensation never calls them too.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use super::waiting::WaitingFire;
+use crate::backoff::Backoff;
 use crate::jobs::JobBook;
 use crate::store::{FireStore, JobStore, StoreError};
 
-/// How long the check at an instant may wait for the database.
+/// How long one read of the check may take before it is asked again.
 const CHECK_WAIT: Duration = Duration::from_secs(1);
+
+/// Between the reads of a check the database did not answer.
+const RETRY: Backoff = Backoff::doubling(Duration::from_millis(100), Duration::from_secs(1));
 
 /// What the check found for one instant's fires.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -41,23 +50,33 @@ pub struct InstantCheck {
 }
 
 impl InstantCheck {
-    /// Checks `due` against the database (see the module documentation).
+    /// Checks `due` against the database (see the module documentation); waits until it
+    /// answers.
     pub async fn check<S>(&self, store: &S, book: &JobBook, due: &[WaitingFire]) -> Found
     where
         S: FireStore + JobStore + ?Sized,
     {
-        match tokio::time::timeout(CHECK_WAIT, self.read(store, book, due)).await {
-            Ok(Ok(found)) => found,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "fires not checked at the instant (database error); launched as claimed");
-                Found::default()
+        let mut failures = 0;
+        loop {
+            let error = match tokio::time::timeout(CHECK_WAIT, self.read(store, book, due)).await {
+                Ok(Ok(found)) => {
+                    if failures > 0 {
+                        tracing::info!(
+                            fires = due.len(),
+                            reads = failures + 1,
+                            "fires checked at the instant once the database answered"
+                        );
+                    }
+                    return found;
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "no answer within 1 s".to_string(),
+            };
+            failures += 1;
+            if failures == 1 {
+                tracing::warn!(fires = due.len(), error = %error, "fires not checked at their instant; they wait for the database");
             }
-            Err(_) => {
-                tracing::warn!(
-                    "fires not checked at the instant (no answer within 1 s); launched as claimed"
-                );
-                Found::default()
-            }
+            tokio::time::sleep(RETRY.delay(failures)).await;
         }
     }
 

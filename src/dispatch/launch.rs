@@ -202,10 +202,19 @@ impl Launcher {
 
     /// Launches cron fires at their instant; returns the guarded ones, to be admitted.
     async fn launch_claimed(&self, due: Vec<WaitingFire>) -> Vec<Ready> {
-        let found = self
+        let check = self
             .instant
-            .check(self.instant_store.as_ref(), &self.book, &due)
-            .await;
+            .check(self.instant_store.as_ref(), &self.book, &due);
+        let found = tokio::select! {
+            found = check => found,
+            _ = self.tasks.halted() => {
+                tracing::info!(
+                    fires = due.len(),
+                    "shutting down before the database answered: fires claimed ahead stay PENDING; compensation dispatches them after their lease"
+                );
+                return Vec::new();
+            }
+        };
         if found.revision_moved {
             self.reload.notify_one();
         }

@@ -100,20 +100,10 @@ impl Cluster {
              [[alerts.channels]]\nname = \"campaign\"\nkind = \"webhook\"\nurl = \"http://{hook}/hook\"\n"
         )
         .unwrap();
-        let upstream = db
-            .server
-            .rsplit('@')
-            .next()
-            .unwrap()
-            .trim_end_matches('/')
-            .to_string();
         let mut proxies = Vec::new();
         let mut slots = Vec::new();
         for _ in 0..3 {
-            let proxy = CutProxy::start(upstream.clone()).await;
-            let db_url = db
-                .url
-                .replace(&upstream, &format!("127.0.0.1:{}", proxy.port));
+            let (proxy, db_url) = CutProxy::in_front_of(&db.url).await;
             let port = free_port();
             slots.push(Slot {
                 id: format!("127.0.0.1:{port}"),

@@ -12,6 +12,7 @@ use chrono::{DateTime, SubsecRound, Timelike, Utc};
 use serde_json::{Value, json};
 
 use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::proxy::CutProxy;
 use crate::recorder::Recorder;
 
 backend_tests!(
@@ -95,10 +96,11 @@ async fn claimed_fire(
 
 /// Waits until two seconds past `at`, so a call that was going to come has come.
 async fn past(at: DateTime<Utc>) {
-    let wait = (at + chrono::Duration::seconds(2) - Utc::now())
-        .to_std()
-        .unwrap_or_default();
-    tokio::time::sleep(wait).await;
+    until(at + chrono::Duration::seconds(2)).await;
+}
+
+async fn until(at: DateTime<Utc>) {
+    tokio::time::sleep((at - Utc::now()).to_std().unwrap_or_default()).await;
 }
 
 async fn every_fire_is_claimed_before_its_instant_and_called_at_it(backend: Backend) {
@@ -328,6 +330,57 @@ async fn an_edit_through_another_instance_is_honoured_at_the_instant(backend: Ba
     })
     .await;
     past(at).await;
+    assert_eq!(recorder.calls().len(), 1, "{:?}", recorder.calls());
+    assert_eq!(call.body["jobParams"], json!({"version": 2}));
+    assert_eq!(
+        call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
+        at
+    );
+    assert_ne!(call.trace_id(), claimed["traceId"].as_str().unwrap());
+}
+
+/// The same edit, with the claimer's database stalled from just before the instant until
+/// 3 s after it: the claimer cannot check the fire at its instant. The edit was answered
+/// before, so calling the fire as claimed would call the old definition; the claimer waits
+/// for the database, then withdraws the fire and calls it under the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_through_another_instance_is_honoured_when_the_database_stalls_at_the_instant() {
+    let recorder = Recorder::start().await;
+    let db = Arc::new(TestDb::create(Backend::MySql).await);
+    let (proxy, via_proxy) = CutProxy::in_front_of(&db.url).await;
+    let addr = recorder.addr.clone();
+    let claimer = TestApp::spawn_with(db.clone(), move |s| {
+        s.database.url = jobflow::config::Secret::new(via_proxy);
+        s.executors.static_ = static_executors("billing", &[addr]);
+        s.scheduler.claim_ahead_millis = WINDOW_MILLIS;
+        s.scheduler.job_refresh_millis = 60_000.try_into().unwrap();
+    })
+    .await;
+    let other = TestApp::spawn_with(db, |s| {
+        s.scheduler.claim_ahead_millis = 0;
+    })
+    .await;
+    let (at, claimed) =
+        claimed_fire(&claimer, "stalled-edit", "ALLOW", Duration::from_secs(6)).await;
+    let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
+    let (status, body) = other
+        .put(
+            "/api/v1/jobs/stalled-edit",
+            &json!({"name": "stalled-edit", "serviceName": "billing", "handler": "invoice",
+                "cron": cron, "jobParams": {"version": 2}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    until(at - chrono::Duration::milliseconds(500)).await;
+    proxy.stall();
+    until(at + chrono::Duration::seconds(3)).await;
+    assert!(recorder.calls().is_empty(), "{:?}", recorder.calls());
+    proxy.resume();
+    let call = eventually(Duration::from_secs(20), "the fire's call", || async {
+        recorder.calls().into_iter().next()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(recorder.calls().len(), 1, "{:?}", recorder.calls());
     assert_eq!(call.body["jobParams"], json!({"version": 2}));
     assert_eq!(

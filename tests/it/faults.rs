@@ -540,19 +540,7 @@ async fn database_cut_mid_burst_strands_nothing() {
     let seed = seeds()[0];
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let db = TestDb::create(Backend::MySql).await;
-    let upstream = db
-        .url
-        .split('/')
-        .nth(2)
-        .unwrap()
-        .rsplit('@')
-        .next()
-        .unwrap()
-        .to_string();
-    let proxy = CutProxy::start(upstream.clone()).await;
-    let via_proxy = db
-        .url
-        .replace(&upstream, &format!("127.0.0.1:{}", proxy.port));
+    let (proxy, via_proxy) = CutProxy::in_front_of(&db.url).await;
     let ex = Executor::default();
     let running = ex.start(None).await;
     let dir = tempfile::tempdir().unwrap();

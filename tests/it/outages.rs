@@ -18,14 +18,7 @@ async fn database_down_for_30_seconds_then_back() {
     let rec = Recorder::start().await;
     let db = Arc::new(TestDb::create(Backend::MySql).await);
     // The instance reaches its database through a proxy this test can cut.
-    let (server, name) = db.url.rsplit_once('/').unwrap();
-    let upstream = server.rsplit_once('@').unwrap().1.to_string();
-    let proxy = CutProxy::start(upstream).await;
-    let via_proxy = format!(
-        "{}@127.0.0.1:{}/{name}",
-        server.rsplit_once('@').unwrap().0,
-        proxy.port
-    );
+    let (proxy, via_proxy) = CutProxy::in_front_of(&db.url).await;
     let addr = vec![rec.addr.clone()];
     let app = TestApp::spawn_with(db.clone(), move |s| {
         s.database.url = jobflow::config::Secret::new(via_proxy);
@@ -150,14 +143,7 @@ async fn database_down_for_30_seconds_then_back() {
 async fn a_success_during_a_database_cut_triggers_its_children() {
     let rec = Recorder::slow_for("parent", Duration::from_secs(3)).await;
     let db = Arc::new(TestDb::create(Backend::MySql).await);
-    let (server, name) = db.url.rsplit_once('/').unwrap();
-    let upstream = server.rsplit_once('@').unwrap().1.to_string();
-    let proxy = CutProxy::start(upstream).await;
-    let via_proxy = format!(
-        "{}@127.0.0.1:{}/{name}",
-        server.rsplit_once('@').unwrap().0,
-        proxy.port
-    );
+    let (proxy, via_proxy) = CutProxy::in_front_of(&db.url).await;
     let addr = vec![rec.addr.clone()];
     let app = TestApp::spawn_with(db.clone(), move |s| {
         s.database.url = jobflow::config::Secret::new(via_proxy);

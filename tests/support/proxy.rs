@@ -23,6 +23,17 @@ pub struct CutProxy {
 }
 
 impl CutProxy {
+    /// A proxy in front of the server of the database `url`
+    /// (`mysql://user@host:port/name`), and the same url through it.
+    pub async fn in_front_of(url: &str) -> (Self, String) {
+        let (server, name) = url.rsplit_once('/').expect("a database url");
+        let server = server.trim_end_matches('/');
+        let (user, upstream) = server.rsplit_once('@').expect("a user in the database url");
+        let proxy = Self::start(upstream.to_string()).await;
+        let via = format!("{user}@127.0.0.1:{}/{name}", proxy.port);
+        (proxy, via)
+    }
+
     pub async fn start(upstream: String) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
