@@ -1,8 +1,9 @@
 //! What the launcher checks at an instant before it calls the fires claimed for it, in one
 //! read of one row (the job revision and the cancel counter):
 //!
-//! - **jobs changed unseen**: when the revision moved past the engine's book, the names of
-//!   the jobs changed since are read; their fires are withdrawn (see [`launch`](super::launch));
+//! - **jobs changed unseen**: when the revision moved past the engine's book, the changes
+//!   since are read; the fires they overtake (made at or before the instant, see
+//!   [`JobBook`]) are withdrawn (see [`launch`](super::launch));
 //! - **rows cancelled elsewhere**: a row claimed ahead here and cancelled through another
 //!   instance is not in this waiting room's reach. Every such cancel bumps the counter in its
 //!   transaction; when it moved since the last instant, the status of the rows about to be
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use super::waiting::WaitingFire;
 use crate::backoff::Backoff;
-use crate::jobs::JobBook;
+use crate::jobs::{JobBook, JobChange};
 use crate::store::{FireStore, JobStore, StoreError};
 
 /// How long one read of the check may take before it is asked again.
@@ -37,8 +38,8 @@ const RETRY: Backoff = Backoff::doubling(Duration::from_millis(100), Duration::f
 pub struct Found {
     /// The job revision moved past the engine's book (it should reload).
     pub revision_moved: bool,
-    /// Jobs changed in the database after the engine's book.
-    pub changed_jobs: HashSet<String>,
+    /// Changes in the database after the engine's book, of the jobs of the fires checked.
+    pub changes: Vec<JobChange>,
     /// Rows cancelled (or taken over) since they were recorded.
     pub gone_rows: HashSet<String>,
 }
@@ -47,6 +48,15 @@ pub struct Found {
 #[derive(Default)]
 pub struct InstantCheck {
     cancels_seen: Mutex<Option<i64>>,
+}
+
+impl Found {
+    /// Whether a change read at the instant overtakes `fire`.
+    pub fn overtakes(&self, fire: &WaitingFire) -> bool {
+        self.changes.iter().any(|c| {
+            c.name == fire.job.name().as_str() && c.overtakes(fire.job.revision, fire.fire_time)
+        })
+    }
 }
 
 impl InstantCheck {
@@ -94,13 +104,12 @@ impl InstantCheck {
         let known = book.revision();
         found.revision_moved = counters.job_revision != known;
         if found.revision_moved
-            && let Some(names) = store.jobs_changed_since(known).await?
+            && let Some(changes) = store.jobs_changed_since(known).await?
         {
-            let names: HashSet<String> = names.into_iter().collect();
-            found.changed_jobs = due
-                .iter()
-                .map(|f| f.job.name().to_string())
-                .filter(|n| names.contains(n))
+            let due: HashSet<&str> = due.iter().map(|f| f.job.name().as_str()).collect();
+            found.changes = changes
+                .into_iter()
+                .filter(|c| due.contains(c.name.as_str()))
                 .collect();
         }
         let seen = *self.cancels_seen.lock().expect("cancels lock");

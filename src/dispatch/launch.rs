@@ -221,6 +221,8 @@ impl Launcher {
         let mut ready = Vec::with_capacity(due.len());
         let mut withdrawn = Vec::new();
         for fire in due {
+            let overtaken =
+                found.overtakes(&fire) || self.book.overtakes(&fire.job, fire.fire_time);
             let mut rows = fire.rows.unwrap_or_default();
             rows.retain(|r| {
                 let gone = found.gone_rows.contains(&r.trace_id);
@@ -232,8 +234,7 @@ impl Launcher {
             if rows.is_empty() {
                 continue;
             }
-            if found.changed_jobs.contains(fire.job.name().as_str()) || !self.is_current(&fire.job)
-            {
+            if overtaken {
                 withdrawn.push((fire.job, fire.fire_time, rows));
             } else {
                 ready.push(Ready {
@@ -336,15 +337,8 @@ impl Launcher {
         }
     }
 
-    /// Whether `job` is the definition the engine's book has now.
-    fn is_current(&self, job: &JobDefinition) -> bool {
-        self.book
-            .get(job.name().as_str())
-            .is_some_and(|now| now.revision == job.revision)
-    }
-
-    /// Withdraws cron fires whose definition changed: their claims and rows are deleted, then
-    /// their instants are owed again to the engine.
+    /// Withdraws cron fires a change overtook: their claims and rows are deleted, then their
+    /// instants are owed again to the engine.
     fn withdraw(&self, fires: Vec<(Arc<JobDefinition>, DateTime<Utc>, Vec<Execution>)>) {
         for (job, at, rows) in fires {
             tracing::info!(job_name = %job.name(), fire_time = %at, "fire withdrawn at its instant: the job changed since it was claimed");

@@ -221,10 +221,11 @@ impl Dispatcher {
         }
     }
 
-    /// Withdraws `job`'s fires handed out under a definition `keep` does not keep (the job was
-    /// edited, disabled or deleted before their instant): their claims and rows are deleted,
-    /// then their instants are owed to the engine again (see [`withdraw`]).
-    pub fn withdraw(&self, job: &str, keep: impl Fn(&JobDefinition) -> bool) {
+    /// Withdraws `job`'s fires that `keep` does not keep, given the definition each was handed
+    /// out under and its instant (the job was edited, disabled or deleted before it): their
+    /// claims and rows are deleted, then their instants are owed to the engine again (see
+    /// [`withdraw`]).
+    pub fn withdraw(&self, job: &str, keep: impl Fn(&JobDefinition, DateTime<Utc>) -> bool) {
         let fires = self.waiting.withdraw(job, keep);
         if !fires.is_empty() {
             tracing::info!(

@@ -207,9 +207,13 @@ impl WaitingRoom {
     }
 
     /// Withdraws `job`'s fires that `keep` does not keep, given the definition each was handed
-    /// out under. Recorded ones are returned, for the caller to take back; ones still being
+    /// out under and its instant. Recorded ones are returned, for the caller to take back; ones still being
     /// recorded are marked, and their recording ends in their withdrawal.
-    pub fn withdraw(&self, job: &str, keep: impl Fn(&JobDefinition) -> bool) -> Vec<WaitingFire> {
+    pub fn withdraw(
+        &self,
+        job: &str,
+        keep: impl Fn(&JobDefinition, DateTime<Utc>) -> bool,
+    ) -> Vec<WaitingFire> {
         let mut q = self.queue.lock().expect("waiting lock");
         let times = q.by_job.get(job).cloned().unwrap_or_default();
         let mut out = Vec::new();
@@ -218,7 +222,7 @@ impl WaitingRoom {
             let Some(fire) = q.fires.get_mut(&key) else {
                 continue;
             };
-            if keep(&fire.job) {
+            if keep(&fire.job, t) {
                 continue;
             }
             if fire.rows.is_none() {
@@ -272,7 +276,7 @@ mod tests {
     fn a_fire_withdrawn_while_recorded_is_handed_back_once_its_rows_are_written() {
         let room = WaitingRoom::default();
         room.enter(job("a", 1), at(2), None);
-        let taken = room.withdraw("a", |j| j.revision == 2);
+        let taken = room.withdraw("a", |j, _| j.revision == 2);
         assert!(taken.is_empty(), "its rows are not written yet");
         let back = room.recorded("a", at(2), Vec::new()).unwrap_err();
         assert_eq!(back.fire_time, at(2));
@@ -289,7 +293,7 @@ mod tests {
         let due = room.take_due(at(5));
         assert_eq!(due.len(), 1, "b is still being recorded");
         assert_eq!(due[0].job.name().as_str(), "a");
-        assert!(room.withdraw("b", |j| j.revision == 1).is_empty());
+        assert!(room.withdraw("b", |j, _| j.revision == 1).is_empty());
         room.recorded("b", at(1), Vec::new()).unwrap();
         assert_eq!(room.take_due(at(5)).len(), 1);
     }

@@ -358,7 +358,7 @@ impl Engine {
         let changed: Vec<Arc<JobDefinition>> = changes.changed.into_iter().map(Arc::new).collect();
         self.book
             .apply(&changed, &changes.removed, changes.revision);
-        let mut not_owned: Vec<String> = changes.removed.clone();
+        let mut not_owned: Vec<String> = changes.removed.iter().map(|c| c.name.clone()).collect();
         let mut owned = Vec::new();
         for job in &changed {
             if job.spec.enabled && ring.owns(me, job.name().as_str()) {
@@ -371,7 +371,7 @@ impl Engine {
         for name in changes
             .removed
             .iter()
-            .map(String::as_str)
+            .map(|c| c.name.as_str())
             .chain(changed.iter().map(|j| j.name().as_str()))
         {
             self.withdraw_if_changed(&ring, name);
@@ -436,19 +436,19 @@ impl Engine {
             .store(owned, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Withdraws `name`'s fires handed out under a definition that is no longer current: the
-    /// job was edited (and is still ours), disabled or deleted. The schedule owes their
-    /// instants again from the earliest, under the current definition: the change applies as
-    /// if they had never been handed out. A fire of a job that moved to another instance
-    /// stays ours to call.
+    /// Withdraws `name`'s fires that a change overtook (see
+    /// [`JobBook::overtakes`](crate::jobs::JobBook::overtakes)): the job was edited (and is
+    /// still ours), disabled or deleted before their instant. The schedule owes their instants
+    /// again from the earliest, under the current definition: the change applies as if they
+    /// had never been handed out. A fire of a job that moved to another instance stays ours
+    /// to call, and so does a fire due before the change.
     fn withdraw_if_changed(&self, ring: &OwnershipRing, name: &str) {
-        let current = self.book.get(name);
-        let owned = ring.owns(self.discovery.self_id(), name);
-        let keep = |handed: &JobDefinition| match &current {
-            None => false,
-            Some(now) if !now.spec.enabled => false,
-            Some(now) => now.revision == handed.revision || !owned,
-        };
+        let moved_away = !ring.owns(self.discovery.self_id(), name)
+            && self.book.get(name).is_some_and(|now| now.spec.enabled);
+        if moved_away {
+            return;
+        }
+        let keep = |handed: &JobDefinition, at| !self.book.overtakes(handed, at);
         // Their instants come back as `Owed` once their rows are deleted.
         self.dispatcher.withdraw(name, keep);
     }

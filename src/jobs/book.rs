@@ -1,9 +1,17 @@
 //! The job definitions this instance knows, shared by the engine, which keeps them up to date
 //! from the change log, and dispatch, which checks at each instant that a fire is still of
 //! the job's current definition.
+//!
+//! A fire carries the definition it was handed out under. A change **overtakes** it when it
+//! was made after that definition and at or before the fire's instant: the fire is then
+//! withdrawn and its instant fired under the change (or not at all, for a disable or a
+//! delete). A change made after the instant leaves the fire alone: it was due before the
+//! change, under the definition of its time, even when it is recorded or launched late
+//! (behind a database stall). A change's time is when its writer made it (a definition's
+//! `updated_at`, a deletion's time), on that instance's clock.
 
 use std::borrow::Borrow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
@@ -56,6 +64,26 @@ impl Ord for ByName {
     }
 }
 
+/// A write of a job in the change log: the revision it took, and when it was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobChange {
+    pub name: String,
+    pub revision: i64,
+    pub at: DateTime<Utc>,
+}
+
+impl JobChange {
+    /// Whether this change overtakes a fire handed out under revision `handed` for `instant`
+    /// (see the module documentation).
+    pub fn overtakes(&self, handed: i64, instant: DateTime<Utc>) -> bool {
+        self.revision > handed && self.at <= instant
+    }
+}
+
+/// How long the book remembers when a job was deleted: longer than any fire waits between
+/// its hand-out and its launch.
+const DELETIONS_KEPT: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+
 /// Every job (owned or not: a membership change can hand any of them over), by name, and the
 /// job revision the set is complete up to.
 #[derive(Default)]
@@ -67,6 +95,16 @@ pub struct JobBook {
 struct Book {
     jobs: HashSet<ByName>,
     revision: i64,
+    /// When recently deleted jobs were deleted (`DateTime::MIN_UTC` when unknown).
+    deleted: HashMap<String, DateTime<Utc>>,
+}
+
+impl Book {
+    fn note_deletion(&mut self, name: &str, at: DateTime<Utc>) {
+        self.deleted
+            .retain(|_, when| *when == DateTime::<Utc>::MIN_UTC || *when > at - DELETIONS_KEPT);
+        self.deleted.insert(name.to_string(), at);
+    }
 }
 
 impl JobBook {
@@ -89,7 +127,25 @@ impl JobBook {
     /// Replaces every job (a full reload).
     pub fn replace(&self, jobs: Vec<JobDefinition>, revision: i64) {
         let jobs = jobs.into_iter().map(|j| ByName(Arc::new(j))).collect();
-        *self.inner.write().expect("book lock") = Book { jobs, revision };
+        let mut book = self.inner.write().expect("book lock");
+        book.jobs = jobs;
+        book.revision = revision;
+    }
+
+    /// Whether the book knows a change that overtakes a fire of `handed` for `instant` (see
+    /// the module documentation). A job gone from the book with no known deletion time is
+    /// taken as deleted before the instant.
+    pub fn overtakes(&self, handed: &JobDefinition, instant: DateTime<Utc>) -> bool {
+        let book = self.inner.read().expect("book lock");
+        let name = handed.name().as_str();
+        let deleted_by = || book.deleted.get(name).is_none_or(|at| *at <= instant);
+        match book.jobs.get(name) {
+            Some(now) if now.0.revision <= handed.revision => false,
+            // Created again: the handed definition was deleted in between.
+            Some(now) if now.0.created_at != handed.created_at => deleted_by(),
+            Some(now) => now.0.updated_at <= instant,
+            None => deleted_by(),
+        }
     }
 
     /// A job this instance just wrote through its API, before the engine reads it back from
@@ -118,14 +174,17 @@ impl JobBook {
             .is_some_and(|known| known.0.created_at <= at)
         {
             book.jobs.remove(name);
+            book.note_deletion(name, at);
         }
     }
 
     /// Applies the changes up to `revision` (an incremental reload).
-    pub fn apply(&self, changed: &[Arc<JobDefinition>], removed: &[String], revision: i64) {
+    pub fn apply(&self, changed: &[Arc<JobDefinition>], removed: &[JobChange], revision: i64) {
         let mut book = self.inner.write().expect("book lock");
-        for name in removed {
-            book.jobs.remove(name.as_str());
+        for gone in removed {
+            if book.jobs.remove(gone.name.as_str()) {
+                book.note_deletion(&gone.name, gone.at);
+            }
         }
         for job in changed {
             book.jobs.replace(ByName(job.clone()));
@@ -183,5 +242,72 @@ mod tests {
             book.get("again").is_some(),
             "created again after the delete"
         );
+    }
+
+    fn edited(name: &str, revision: i64, created: u32, updated: u32) -> JobDefinition {
+        let mut j = job(name, revision, created);
+        j.updated_at = at(updated);
+        j
+    }
+
+    #[test]
+    fn a_change_overtakes_the_fires_due_at_or_after_it() {
+        let book = JobBook::default();
+        let handed = edited("a", 5, 0, 0);
+        book.replace(vec![handed.clone()], 5);
+        assert!(!book.overtakes(&handed, at(10)), "unchanged");
+        book.note_saved(edited("a", 6, 0, 10));
+        assert!(book.overtakes(&handed, at(10)), "edited at the instant");
+        assert!(book.overtakes(&handed, at(11)), "edited before the instant");
+        assert!(
+            !book.overtakes(&handed, at(9)),
+            "edited after the instant: the fire was due under the old definition"
+        );
+    }
+
+    #[test]
+    fn a_delete_overtakes_the_fires_due_at_or_after_it() {
+        let book = JobBook::default();
+        let handed = edited("a", 5, 0, 0);
+        book.replace(vec![handed.clone()], 5);
+        book.apply(
+            &[],
+            &[JobChange {
+                name: "a".into(),
+                revision: 6,
+                at: at(10),
+            }],
+            6,
+        );
+        assert!(book.overtakes(&handed, at(10)));
+        assert!(!book.overtakes(&handed, at(9)));
+        let again = edited("a", 7, 20, 20);
+        book.apply(&[Arc::new(again)], &[], 7);
+        assert!(
+            book.overtakes(&handed, at(15)),
+            "created again after the instant, deleted before it"
+        );
+        assert!(!book.overtakes(&handed, at(9)));
+    }
+
+    #[test]
+    fn a_job_gone_without_a_known_time_overtakes_every_fire() {
+        let book = JobBook::default();
+        let handed = edited("a", 5, 0, 0);
+        book.replace(vec![handed.clone()], 5);
+        book.replace(Vec::new(), 6);
+        assert!(book.overtakes(&handed, at(0)));
+        let unreadable = edited("b", 5, 0, 0);
+        book.replace(vec![unreadable.clone()], 6);
+        book.apply(
+            &[],
+            &[JobChange {
+                name: "b".into(),
+                revision: 7,
+                at: DateTime::<Utc>::MIN_UTC,
+            }],
+            7,
+        );
+        assert!(book.overtakes(&unreadable, at(0)));
     }
 }

@@ -23,7 +23,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 pub use addr::InstanceAddr;
-pub use book::{ByName, JobBook};
+pub use book::{ByName, JobBook, JobChange};
 pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, child_execution_id, execution_id,

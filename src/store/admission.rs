@@ -28,9 +28,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::columns::execution;
 use super::sql::{Sql, Tx};
-use super::steps::{count_cancels, lock_jobs, record_stopping, withdraw_in};
+use super::steps::{StoredJob, count_cancels, deletions, lock_jobs, record_stopping, withdraw_in};
 use super::{ADMIT_AHEAD, Admitted, GuardedFire, MULTI_ROW, StoreError};
-use crate::jobs::{Execution, ExecutionStatus, OverlapPolicy, TriggerType};
+use crate::jobs::{Execution, ExecutionStatus, JobChange, OverlapPolicy, TriggerType};
 
 /// Decides `fires` in order under their jobs' row locks, taken here.
 pub(super) async fn admit_all(
@@ -38,12 +38,12 @@ pub(super) async fn admit_all(
     fires: &[GuardedFire],
     now: DateTime<Utc>,
 ) -> Result<Vec<Admitted>, StoreError> {
-    let (current, mut open) = read_jobs(tx, fires, now).await?;
+    let (stored, mut open) = read_jobs(tx, fires, now).await?;
     let mut moves = Moves::default();
     let mut out = Vec::with_capacity(fires.len());
     for fire in fires {
-        let job = current.get(&fire.job);
-        out.push(admit_one(tx, fire, job, &mut open, &mut moves, now).await?);
+        let current = stored.is_current(fire);
+        out.push(admit_one(tx, fire, current, &mut open, &mut moves, now).await?);
     }
     moves.apply(tx).await?;
     Ok(out)
@@ -58,13 +58,11 @@ pub(super) async fn judge_ahead(
     fires: &[GuardedFire],
     now: DateTime<Utc>,
 ) -> Result<Vec<bool>, StoreError> {
-    let (current, open) = read_jobs(tx, fires, now).await?;
+    let (stored, open) = read_jobs(tx, fires, now).await?;
     let idle = |fire: &GuardedFire| {
         // Judged earlier, an admission between the judgment and `ADMIT_AHEAD` before the
         // instant would not see the fire as a run.
-        if !is_current(fire, current.get(&fire.job))
-            || fire.rows.iter().any(|r| r.fire_time > now + ADMIT_AHEAD)
-        {
+        if !stored.is_current(fire) || fire.rows.iter().any(|r| r.fire_time > now + ADMIT_AHEAD) {
             return false;
         }
         let runs = open.get(&fire.job).map(Vec::as_slice).unwrap_or_default();
@@ -74,35 +72,66 @@ pub(super) async fn judge_ahead(
     Ok(fires.iter().map(idle).collect())
 }
 
-/// The revision and `enabled` of each job of `fires`, their rows locked, and their runs.
+/// The jobs of guarded fires as stored: their rows (locked) and the deletions in the change
+/// log of those whose row changed or went since a fire was planned.
+struct Stored {
+    rows: HashMap<String, StoredJob>,
+    deletions: Vec<JobChange>,
+}
+
+impl Stored {
+    /// Whether `fire` may still be admitted under its job as stored: a manual run or a child
+    /// while the job exists; a cron fire while its job is at the revision it was planned
+    /// under, or changed only after its instant (a change overtakes the fires due at or
+    /// after it, see [`JobBook`](crate::jobs::JobBook)). A job gone with no deletion left in
+    /// the log is taken as deleted before the instant.
+    fn is_current(&self, fire: &GuardedFire) -> bool {
+        let row = self.rows.get(&fire.job);
+        let Some(handed) = fire.revision else {
+            return row.is_some();
+        };
+        if let Some(job) = row.filter(|j| j.revision == handed) {
+            return job.enabled || !fire.scheduled;
+        }
+        let Some(instant) = fire.rows.first().map(|r| r.fire_time) else {
+            return false;
+        };
+        let written = row.map(|j| JobChange {
+            name: fire.job.clone(),
+            revision: j.revision,
+            at: j.updated_at,
+        });
+        let mut changes = written
+            .iter()
+            .chain(self.deletions.iter().filter(|d| d.name == fire.job))
+            .peekable();
+        changes.peek().is_some() && !changes.any(|c| c.overtakes(handed, instant))
+    }
+}
+
+/// Each job of `fires` as stored, their rows locked, and their runs.
 async fn read_jobs(
     tx: &mut Tx,
     fires: &[GuardedFire],
     now: DateTime<Utc>,
-) -> Result<
-    (
-        HashMap<String, (i64, bool)>,
-        HashMap<String, Vec<Execution>>,
-    ),
-    StoreError,
-> {
+) -> Result<(Stored, HashMap<String, Vec<Execution>>), StoreError> {
     let mut jobs: Vec<&str> = fires.iter().map(|f| f.job.as_str()).collect();
     jobs.sort_unstable();
     jobs.dedup();
-    let current = lock_jobs(tx, &jobs).await?;
+    let rows = lock_jobs(tx, &jobs).await?;
+    let mut changed: Vec<&str> = fires
+        .iter()
+        .filter(|f| {
+            f.revision
+                .is_some_and(|r| rows.get(&f.job).is_none_or(|j| j.revision != r))
+        })
+        .map(|f| f.job.as_str())
+        .collect();
+    changed.sort_unstable();
+    changed.dedup();
+    let deletions = deletions(tx, &changed).await?;
     let open = open_runs(tx, &jobs, now).await?;
-    Ok((current, open))
-}
-
-/// Whether `fire` may still be admitted under its job as stored (`job`: revision, enabled):
-/// the job exists, a scheduled fire's job is enabled, and the fire was planned under the
-/// job's revision (when it names one).
-fn is_current(fire: &GuardedFire, job: Option<&(i64, bool)>) -> bool {
-    match job {
-        None => false,
-        Some((_, false)) if fire.scheduled => false,
-        Some((revision, _)) => fire.revision.is_none_or(|r| r == *revision),
-    }
+    Ok((Stored { rows, deletions }, open))
 }
 
 /// Of its job's `runs`, `fire`'s own rows still PENDING, and the other runs it is judged
@@ -175,12 +204,12 @@ async fn open_runs(
 async fn admit_one(
     tx: &mut Tx,
     fire: &GuardedFire,
-    job: Option<&(i64, bool)>,
+    current: bool,
     open: &mut HashMap<String, Vec<Execution>>,
     moves: &mut Moves,
     now: DateTime<Utc>,
 ) -> Result<Admitted, StoreError> {
-    if !is_current(fire, job) {
+    if !current {
         return Ok(match withdraw_in(tx, &fire.withdrawal).await? {
             true => Admitted::Withdrawn,
             false => Admitted::Gone,

@@ -14,11 +14,12 @@ use chrono::{DateTime, Utc};
 use super::batch::NewJob;
 use super::columns::{job, spec_columns};
 use super::sql::{Db, Sql, Tx};
+use super::steps::job_change;
 use super::{
     DocumentApply, DocumentChanges, DocumentOutcome, JobChanges, JobFilter, JobStore, Listing,
     PageRequest, SqlStore, StoreError, TOMBSTONE_KEEP_SECONDS, ms,
 };
-use crate::jobs::{JobDefinition, JobSource, JobSpec};
+use crate::jobs::{JobChange, JobDefinition, JobSource, JobSpec};
 
 #[async_trait]
 impl JobStore for SqlStore {
@@ -191,37 +192,37 @@ impl JobStore for SqlStore {
         let (changed, unreadable) = readable_jobs(&rows);
         // A name both deleted and present was created again after its deletion.
         let present: HashSet<&str> = changed.iter().map(|j| j.name().as_str()).collect();
-        let mut removed: Vec<String> = deleted
+        let mut removed: Vec<JobChange> = deleted
             .into_iter()
-            .filter(|n| !present.contains(n.as_str()))
+            .filter(|d| !present.contains(d.name.as_str()))
             .collect();
         removed.extend(unreadable);
-        removed.sort();
-        removed.dedup();
+        removed.sort_by(|a, b| (&a.name, a.at).cmp(&(&b.name, b.at)));
+        // The first deletion of each name stands for it.
+        removed.dedup_by(|later, first| later.name == first.name);
         changes.changed = changed;
         changes.removed = removed;
         Ok(Some(changes))
     }
 
-    async fn jobs_changed_since(&self, since: i64) -> Result<Option<Vec<String>>, StoreError> {
+    async fn jobs_changed_since(&self, since: i64) -> Result<Option<Vec<JobChange>>, StoreError> {
         let mut tx = self.db.begin().await?;
         if log_revision(&mut tx, since).await?.is_none() {
             tx.commit().await?;
             return Ok(None);
         }
-        let mut q = Sql::new("SELECT name FROM job_definition WHERE revision > ");
+        let mut q =
+            Sql::new("SELECT name, revision, updated_at FROM job_definition WHERE revision > ");
         q.bind(since);
-        let mut names: Vec<String> = tx
+        let mut changes: Vec<JobChange> = tx
             .fetch_all(q)
             .await?
             .iter()
-            .map(|r| r.at(0))
+            .map(job_change)
             .collect::<Result<_, _>>()?;
-        names.extend(tombstones_after(&mut tx, since).await?);
+        changes.extend(tombstones_after(&mut tx, since).await?);
         tx.commit().await?;
-        names.sort();
-        names.dedup();
-        Ok(Some(names))
+        Ok(Some(changes))
     }
 }
 
@@ -234,10 +235,10 @@ async fn log_revision(tx: &mut Tx, since: i64) -> Result<Option<i64>, StoreError
     Ok((pruned <= since && since <= revision).then_some(revision))
 }
 
-async fn tombstones_after(tx: &mut Tx, since: i64) -> Result<Vec<String>, StoreError> {
-    let mut q = Sql::new("SELECT name FROM job_tombstone WHERE revision > ");
+async fn tombstones_after(tx: &mut Tx, since: i64) -> Result<Vec<JobChange>, StoreError> {
+    let mut q = Sql::new("SELECT name, revision, deleted_at FROM job_tombstone WHERE revision > ");
     q.bind(since);
-    tx.fetch_all(q).await?.iter().map(|r| r.at(0)).collect()
+    tx.fetch_all(q).await?.iter().map(job_change).collect()
 }
 
 async fn fetch_job(tx: &mut Tx, name: &str) -> Result<Option<JobDefinition>, StoreError> {
@@ -411,7 +412,9 @@ async fn prune_tombstones(tx: &mut Tx, now: DateTime<Utc>) -> Result<(), StoreEr
 
 /// Parsed job rows, and the names of those that no longer parse (reported here, never
 /// scheduled: one unreadable row must not stop the other jobs).
-fn readable_jobs(rows: &[super::sql::Row]) -> (Vec<JobDefinition>, Vec<String>) {
+/// The rows that parse, and a change at `DateTime::MIN_UTC` for each that does not (it is
+/// taken as deleted, before any instant).
+fn readable_jobs(rows: &[super::sql::Row]) -> (Vec<JobDefinition>, Vec<JobChange>) {
     let mut unreadable = Vec::new();
     let jobs = rows
         .iter()
@@ -419,7 +422,11 @@ fn readable_jobs(rows: &[super::sql::Row]) -> (Vec<JobDefinition>, Vec<String>) 
             Ok(j) => Some(j),
             Err(e) => {
                 tracing::error!(error = %e, "skipping unreadable job definition");
-                unreadable.push(r.get::<String>("name").unwrap_or_default());
+                unreadable.push(JobChange {
+                    name: r.get::<String>("name").unwrap_or_default(),
+                    revision: r.get::<i64>("revision").unwrap_or_default(),
+                    at: DateTime::<Utc>::MIN_UTC,
+                });
                 None
             }
         })

@@ -34,8 +34,8 @@ use chrono::{DateTime, Utc};
 
 use crate::config::DatabaseSettings;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobDefinition, JobDocument, JobSpec, NewExecution, OverlapPolicy,
-    TriggerType,
+    Execution, ExecutionStatus, JobChange, JobDefinition, JobDocument, JobSpec, NewExecution,
+    OverlapPolicy, TriggerType,
 };
 
 pub use retention::PurgePace;
@@ -212,8 +212,8 @@ pub struct JobChanges {
     /// The jobs created or written after `since`, as they are now.
     pub changed: Vec<JobDefinition>,
     /// The jobs deleted after `since` (and not created again), and changed jobs whose row no
-    /// longer parses: none of them is to be scheduled.
-    pub removed: Vec<String>,
+    /// longer parses (at `DateTime::MIN_UTC`): none of them is to be scheduled.
+    pub removed: Vec<JobChange>,
 }
 
 /// A parsed jobs document from the Nacos config centre, to be applied (see
@@ -357,9 +357,9 @@ pub trait JobStore: Send + Sync {
     /// `None` when the log cannot tell (the tombstones after `since` were pruned, or `since`
     /// is ahead of the store): then reload every job.
     async fn job_changes_since(&self, since: i64) -> Result<Option<JobChanges>, StoreError>;
-    /// Just the names of the jobs written or deleted after revision `since` (`None` as for
-    /// [`JobStore::job_changes_since`]).
-    async fn jobs_changed_since(&self, since: i64) -> Result<Option<Vec<String>>, StoreError>;
+    /// Just the writes and deletions of jobs after revision `since`, each with its revision
+    /// and time (`None` as for [`JobStore::job_changes_since`]).
+    async fn jobs_changed_since(&self, since: i64) -> Result<Option<Vec<JobChange>>, StoreError>;
 }
 
 /// Fires: claims, rows written ahead, admission, withdrawal, and the fire history misfire

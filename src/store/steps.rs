@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::sql::{Backend, Sql, Tx};
+use super::sql::{Backend, Row, Sql, Tx};
 use super::{MULTI_ROW, StoreError, Withdrawal};
-use crate::jobs::ExecutionStatus;
+use crate::jobs::{ExecutionStatus, JobChange};
 
 /// Locks the rows of `jobs`: guarded fires and the settling of guarded jobs' runs wait for
 /// each other here. A write, so SQLite takes its write lock with the first statement; one
@@ -23,24 +23,58 @@ pub(super) async fn lock_job_rows(tx: &mut Tx, jobs: &[&str]) -> Result<(), Stor
     Ok(())
 }
 
-/// Locks the rows of `jobs` and reads their revision and whether they are enabled.
+/// A job's row as a guarded fire is decided against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StoredJob {
+    pub revision: i64,
+    pub enabled: bool,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Locks the rows of `jobs` and reads their revision, whether they are enabled and when they
+/// were last written.
 pub(super) async fn lock_jobs(
     tx: &mut Tx,
     jobs: &[&str],
-) -> Result<HashMap<String, (i64, bool)>, StoreError> {
+) -> Result<HashMap<String, StoredJob>, StoreError> {
     // One statement on MySQL, which locks what it reads; SQLite's write lock comes with a
     // write.
     let backend = tx.backend();
     if backend == Backend::Sqlite {
         lock_job_rows(tx, jobs).await?;
     }
-    let mut read = Sql::new("SELECT name, revision, enabled FROM job_definition WHERE name IN ");
+    let mut read =
+        Sql::new("SELECT name, revision, enabled, updated_at FROM job_definition WHERE name IN ");
     read.list(jobs.iter().copied()).push(backend.lock_rows());
     let mut current = HashMap::new();
     for row in tx.fetch_all(read).await? {
-        current.insert(row.at(0)?, (row.at(1)?, row.at(2)?));
+        let job = StoredJob {
+            revision: row.at(1)?,
+            enabled: row.at(2)?,
+            updated_at: row.at(3)?,
+        };
+        current.insert(row.at(0)?, job);
     }
     Ok(current)
+}
+
+/// The deletions of `jobs` still in the change log, each with its revision and time.
+pub(super) async fn deletions(tx: &mut Tx, jobs: &[&str]) -> Result<Vec<JobChange>, StoreError> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = Sql::new("SELECT name, revision, deleted_at FROM job_tombstone WHERE name IN ");
+    q.list(jobs.iter().copied());
+    tx.fetch_all(q).await?.iter().map(job_change).collect()
+}
+
+/// A change read as (name, revision, time).
+pub(super) fn job_change(r: &Row) -> Result<JobChange, StoreError> {
+    Ok(JobChange {
+        name: r.at(0)?,
+        revision: r.at(1)?,
+        at: r.at(2)?,
+    })
 }
 
 /// Records the runs `traces` as stopping since `at` (see [`Stopping`]).

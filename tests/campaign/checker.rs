@@ -37,7 +37,8 @@
 //!      (overlap SKIP), CANCELLED before the call (operator, COVER), or FAILED/TIMEOUT for
 //!      want of a live executor (none registered, every one refused, it died with the call);
 //!    - every row of the fire is final once the fire is [`SETTLE_BOUND`] old, unless the
-//!      handler of the open row still runs (documented).
+//!      handler of the open row still runs (documented); an attempt begun late (a retry in
+//!      the quiet tail) has the bound of 10, counted from its own start.
 //!
 //!    A run with no row at all ("called but never recorded") is a violation too.
 //! 2. **no-duplicate**: no two different trace ids with retry count 0 are called for
@@ -823,11 +824,15 @@ fn delivered_once(ix: &Index, stats: &mut Stats) -> Check {
                 }
             }
             if open && t <= final_until {
+                // An attempt begun late (a retry in the quiet tail) has its own bound.
                 let open: Vec<&ExecRow> = rows
                     .iter()
                     .flat_map(|r| ix.attempts.get(r.range_key()).cloned().unwrap_or_default())
-                    .filter(|a| !a.is_final())
+                    .filter(|a| !a.is_final() && h.ended - open_since(h, a) > SETTLE_BOUND)
                     .collect();
+                if open.is_empty() {
+                    continue;
+                }
                 let what = || {
                     let open: Vec<String> = open
                         .iter()
@@ -1324,20 +1329,26 @@ fn sdk_once(ix: &Index) -> Check {
     c
 }
 
+/// Since when an open row has been left alone: the later of its last event and the start of
+/// the quiet tail.
+fn open_since(h: &History, r: &ExecRow) -> DateTime<Utc> {
+    [
+        Some(h.quiet),
+        Some(r.trigger_time),
+        Some(r.due_time),
+        r.start_time,
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(h.quiet)
+}
+
 fn settled(ix: &Index) -> Check {
     let mut c = Check::new("settled");
     let h = ix.h;
     for r in h.rows.iter().filter(|r| !r.is_final()) {
-        let last = [
-            Some(h.quiet),
-            Some(r.trigger_time),
-            Some(r.due_time),
-            r.start_time,
-        ]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(h.quiet);
+        let last = open_since(h, r);
         if h.ended - last <= SETTLE_BOUND {
             continue;
         }
@@ -1522,14 +1533,19 @@ mod tests {
     /// A job created at -3 firing every second, each fire from 0 to 20 delivered once; the
     /// history ends at 25.5, so the instants up to 20 are checked.
     fn steady(job: &str, overlap: &str) -> History {
+        steady_until(job, overlap, 20)
+    }
+
+    /// [`steady`] with fires up to `last`, ending at `last` + 5.5.
+    fn steady_until(job: &str, overlap: &str, last: u32) -> History {
         let mut h = History {
             started: t(0.0),
             quiet: t(0.0),
-            ended: t(25.5),
+            ended: t(last as f64 + 5.5),
             api: vec![create(job, 1, overlap, -3.0)],
             ..Default::default()
         };
-        for s in 0..=20 {
+        for s in 0..=last {
             let r = row(job, s as f64, (0, 0), &format!("tr{s}"), "SUCCESS");
             h.runs.push(run_of(&r, 1, s as f64 + 0.01, s as f64 + 0.05));
             h.rows.push(r);
@@ -1630,6 +1646,25 @@ mod tests {
             v.stats.fires_checked, 10,
             "0..=9: 10 is within a second of the change"
         );
+    }
+
+    #[test]
+    fn an_attempt_is_final_within_the_settle_bound_of_its_own_start() {
+        // The fire at 0 (60.5 s before the end) failed; its retry is RUNNING at the end.
+        let with_retry_at = |start: f64| {
+            let mut h = steady_until("a", "ALLOW", 55);
+            h.rows[0].status = "FAILED".into();
+            let mut retry = row("a", 0.0, (0, 0), "retry0", "RUNNING");
+            retry.retry_count = 1;
+            retry.trigger_time = t(start);
+            retry.due_time = t(start);
+            retry.start_time = Some(t(start));
+            retry.finish_time = None;
+            h.rows.push(retry);
+            of(&check(&h), "delivered-once").violations
+        };
+        assert_eq!(with_retry_at(40.0), 0, "begun 20.5 s before the end");
+        assert_eq!(with_retry_at(20.0), 1, "open 40.5 s after its start");
     }
 
     #[test]

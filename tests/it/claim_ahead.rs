@@ -5,6 +5,8 @@
 //! through. `kill -9` inside the window: tests/it/kill_restart.rs; ownership moving inside
 //! the window: the cluster suite.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
 use crate::proxy::CutProxy;
-use crate::recorder::Recorder;
+use crate::recorder::{RecordedCall, Recorder};
 
 backend_tests!(
     every_fire_is_claimed_before_its_instant_and_called_at_it,
@@ -69,29 +71,45 @@ async fn claimed_fire(
     policy: &str,
     lead: Duration,
 ) -> (DateTime<Utc>, Value) {
+    let (at, mut rows) = claimed_fires(app, &[(name, policy)], lead).await;
+    (at, rows.remove(0))
+}
+
+/// [`claimed_fire`] for several jobs (name, policy) firing at the same instant.
+async fn claimed_fires(
+    app: &TestApp,
+    jobs: &[(&str, &str)],
+    lead: Duration,
+) -> (DateTime<Utc>, Vec<Value>) {
     let (cron, at) = instant_in(lead);
-    app.create_job(&json!({
-        "name": name, "serviceName": "billing", "handler": "invoice", "cron": cron,
-        "jobParams": {"version": 1}, "overlapPolicy": policy
-    }))
-    .await;
-    let row = eventually(
-        Duration::from_secs(10),
-        "the fire claimed ahead",
-        || async {
-            app.executions(name)
-                .await
-                .into_iter()
-                .find(|e| ts(&e["fireTime"]) == at)
-        },
-    )
-    .await;
+    for (name, policy) in jobs {
+        app.create_job(&json!({
+            "name": name, "serviceName": "billing", "handler": "invoice", "cron": cron,
+            "jobParams": {"version": 1}, "overlapPolicy": policy
+        }))
+        .await;
+    }
+    let mut rows = Vec::new();
+    for (name, _) in jobs {
+        let row = eventually(
+            Duration::from_secs(10),
+            "the fire claimed ahead",
+            || async {
+                app.executions(name)
+                    .await
+                    .into_iter()
+                    .find(|e| ts(&e["fireTime"]) == at)
+            },
+        )
+        .await;
+        assert_eq!(row["status"], "PENDING", "{row}");
+        rows.push(row);
+    }
     assert!(
         Utc::now() < at,
-        "the claim must be visible before the instant; the machine is too slow for this window"
+        "the claims must be visible before the instant; the machine is too slow for this window"
     );
-    assert_eq!(row["status"], "PENDING", "{row}");
-    (at, row)
+    (at, rows)
 }
 
 /// Waits until two seconds past `at`, so a call that was going to come has come.
@@ -299,38 +317,12 @@ async fn a_stopping_instance_still_calls_what_it_claimed(backend: Backend) {
 /// definition is withdrawn at its instant and fired under the new one, so the call made for
 /// an instant after the edit was answered carries the new definition.
 async fn an_edit_through_another_instance_is_honoured_at_the_instant(backend: Backend) {
-    let recorder = Recorder::start().await;
-    let db = Arc::new(TestDb::create(backend).await);
-    let addr = recorder.addr.clone();
-    let claimer = TestApp::spawn_with(db.clone(), move |s| {
-        s.executors.static_ = static_executors("billing", &[addr]);
-        s.scheduler.claim_ahead_millis = WINDOW_MILLIS;
-        s.scheduler.job_refresh_millis = 60_000.try_into().unwrap();
-    })
-    .await;
-    // The other instance owns every job too (standalone), but fires nothing: its schedule
-    // holds nothing claimable before the claimer's claims.
-    let other = TestApp::spawn_with(db, |s| {
-        s.scheduler.claim_ahead_millis = 0;
-    })
-    .await;
+    let t = TwoInstances::start(backend, false).await;
     let (at, claimed) =
-        claimed_fire(&claimer, "remote-edit", "ALLOW", Duration::from_secs(6)).await;
+        claimed_fire(&t.claimer, "remote-edit", "ALLOW", Duration::from_secs(6)).await;
     let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
-    let (status, body) = other
-        .put(
-            "/api/v1/jobs/remote-edit",
-            &json!({"name": "remote-edit", "serviceName": "billing", "handler": "invoice",
-                "cron": cron, "jobParams": {"version": 2}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    let call = eventually(Duration::from_secs(20), "the fire's call", || async {
-        recorder.calls().into_iter().next()
-    })
-    .await;
-    past(at).await;
-    assert_eq!(recorder.calls().len(), 1, "{:?}", recorder.calls());
+    t.edit("remote-edit", &cron).await;
+    let call = &t.calls(1).await["remote-edit"];
     assert_eq!(call.body["jobParams"], json!({"version": 2}));
     assert_eq!(
         call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
@@ -339,55 +331,158 @@ async fn an_edit_through_another_instance_is_honoured_at_the_instant(backend: Ba
     assert_ne!(call.trace_id(), claimed["traceId"].as_str().unwrap());
 }
 
+/// A claimer that polls the job revision once a minute (its engine does not reload a change
+/// made elsewhere before the instant), optionally behind a proxy this test can stall, and a
+/// second instance on the same database. The second owns every job too (standalone) but
+/// fires nothing: its schedule holds nothing claimable before the claimer's claims.
+struct TwoInstances {
+    claimer: TestApp,
+    other: TestApp,
+    recorder: Recorder,
+    proxy: Option<CutProxy>,
+}
+
+impl TwoInstances {
+    async fn start(backend: Backend, stallable: bool) -> Self {
+        let recorder = Recorder::start().await;
+        let db = Arc::new(TestDb::create(backend).await);
+        let (proxy, url) = match stallable {
+            true => {
+                let (proxy, url) = CutProxy::in_front_of(&db.url).await;
+                (Some(proxy), Some(url))
+            }
+            false => (None, None),
+        };
+        let addr = recorder.addr.clone();
+        let claimer = TestApp::spawn_with(db.clone(), move |s| {
+            if let Some(url) = url {
+                s.database.url = jobflow::config::Secret::new(url);
+            }
+            s.executors.static_ = static_executors("billing", &[addr]);
+            s.scheduler.claim_ahead_millis = WINDOW_MILLIS;
+            s.scheduler.job_refresh_millis = 60_000.try_into().unwrap();
+        })
+        .await;
+        let other = TestApp::spawn_with(db, |s| {
+            s.scheduler.claim_ahead_millis = 0;
+        })
+        .await;
+        Self {
+            claimer,
+            other,
+            recorder,
+            proxy,
+        }
+    }
+
+    /// Replaces `name` through the other instance: firing at `cron`, at version 2.
+    async fn edit(&self, name: &str, cron: &str) {
+        let (status, body) = self
+            .other
+            .put(
+                &format!("/api/v1/jobs/{name}"),
+                &json!({"name": name, "serviceName": "billing", "handler": "invoice",
+                    "cron": cron, "jobParams": {"version": 2}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+
+    /// Stalls the claimer's database from half a second before `at` until 3 s after it,
+    /// running `during` 1 s after `at`; no call goes out meanwhile.
+    async fn stall_around(&self, at: DateTime<Utc>, during: impl Future<Output = ()>) {
+        let proxy = self.proxy.as_ref().expect("a claimer behind a proxy");
+        until(at - chrono::Duration::milliseconds(500)).await;
+        proxy.stall();
+        until(at + chrono::Duration::seconds(1)).await;
+        during.await;
+        until(at + chrono::Duration::seconds(3)).await;
+        assert!(
+            self.recorder.calls().is_empty(),
+            "{:?}",
+            self.recorder.calls()
+        );
+        proxy.resume();
+    }
+
+    /// The calls made once the database answers again, when `n` have come and nothing more
+    /// for 2 s, by job.
+    async fn calls(&self, n: usize) -> HashMap<String, RecordedCall> {
+        eventually(Duration::from_secs(20), "the fires' calls", || async {
+            (self.recorder.calls().len() >= n).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let calls = self.recorder.calls();
+        assert_eq!(calls.len(), n, "{calls:?}");
+        calls
+            .into_iter()
+            .map(|c| (c.body["jobName"].as_str().unwrap().to_string(), c))
+            .collect()
+    }
+}
+
+/// One job of each overlap policy, named `{prefix}-{policy}`.
+fn each_policy(prefix: &str) -> Vec<(String, &'static str)> {
+    POLICIES
+        .iter()
+        .map(|p| (format!("{prefix}-{}", p.to_lowercase()), *p))
+        .collect()
+}
+
 /// The same edit, with the claimer's database stalled from just before the instant until
-/// 3 s after it: the claimer cannot check the fire at its instant. The edit was answered
-/// before, so calling the fire as claimed would call the old definition; the claimer waits
-/// for the database, then withdraws the fire and calls it under the new one.
+/// 3 s after it: the claimer cannot check the fires at their instant. The edits were answered
+/// before, so calling the fires as claimed would call the old definition; the claimer waits
+/// for the database, then withdraws the fires and calls them under the new one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_through_another_instance_is_honoured_when_the_database_stalls_at_the_instant() {
-    let recorder = Recorder::start().await;
-    let db = Arc::new(TestDb::create(Backend::MySql).await);
-    let (proxy, via_proxy) = CutProxy::in_front_of(&db.url).await;
-    let addr = recorder.addr.clone();
-    let claimer = TestApp::spawn_with(db.clone(), move |s| {
-        s.database.url = jobflow::config::Secret::new(via_proxy);
-        s.executors.static_ = static_executors("billing", &[addr]);
-        s.scheduler.claim_ahead_millis = WINDOW_MILLIS;
-        s.scheduler.job_refresh_millis = 60_000.try_into().unwrap();
-    })
-    .await;
-    let other = TestApp::spawn_with(db, |s| {
-        s.scheduler.claim_ahead_millis = 0;
-    })
-    .await;
-    let (at, claimed) =
-        claimed_fire(&claimer, "stalled-edit", "ALLOW", Duration::from_secs(6)).await;
+    let t = TwoInstances::start(Backend::MySql, true).await;
+    let jobs = each_policy("stalled-edit");
+    let named: Vec<(&str, &str)> = jobs.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+    let (at, claimed) = claimed_fires(&t.claimer, &named, Duration::from_secs(6)).await;
     let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
-    let (status, body) = other
-        .put(
-            "/api/v1/jobs/stalled-edit",
-            &json!({"name": "stalled-edit", "serviceName": "billing", "handler": "invoice",
-                "cron": cron, "jobParams": {"version": 2}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    until(at - chrono::Duration::milliseconds(500)).await;
-    proxy.stall();
-    until(at + chrono::Duration::seconds(3)).await;
-    assert!(recorder.calls().is_empty(), "{:?}", recorder.calls());
-    proxy.resume();
-    let call = eventually(Duration::from_secs(20), "the fire's call", || async {
-        recorder.calls().into_iter().next()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(recorder.calls().len(), 1, "{:?}", recorder.calls());
-    assert_eq!(call.body["jobParams"], json!({"version": 2}));
-    assert_eq!(
-        call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
-        at
-    );
-    assert_ne!(call.trace_id(), claimed["traceId"].as_str().unwrap());
+    for (name, _) in &jobs {
+        t.edit(name, &cron).await;
+    }
+    t.stall_around(at, async {}).await;
+    let calls = t.calls(jobs.len()).await;
+    for ((name, _), claimed) in jobs.iter().zip(&claimed) {
+        let call = &calls[name];
+        assert_eq!(call.body["jobParams"], json!({"version": 2}), "{name}");
+        assert_eq!(
+            call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
+            at
+        );
+        assert_ne!(call.trace_id(), claimed["traceId"].as_str().unwrap());
+    }
+}
+
+/// Edits answered after the instant, while the claimer's database stalls and its fires for
+/// that instant wait to be checked: the fires were due before the edits, so they are called
+/// under the definition of their time once the database answers, even though the new cron
+/// has no such instant (withdrawing them would lose them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_after_the_instant_leaves_a_fire_the_database_delayed_to_its_definition() {
+    let t = TwoInstances::start(Backend::MySql, true).await;
+    let jobs = each_policy("late-edit");
+    let named: Vec<(&str, &str)> = jobs.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+    let (at, claimed) = claimed_fires(&t.claimer, &named, Duration::from_secs(6)).await;
+    let edits = async {
+        for (name, _) in &jobs {
+            t.edit(name, "0 0 3 1 1 ?").await;
+        }
+    };
+    t.stall_around(at, edits).await;
+    let calls = t.calls(jobs.len()).await;
+    for ((name, _), claimed) in jobs.iter().zip(&claimed) {
+        let call = &calls[name];
+        assert_eq!(call.body["jobParams"], json!({"version": 1}), "{name}");
+        assert_eq!(
+            call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
+            at
+        );
+        assert_eq!(call.trace_id(), claimed["traceId"].as_str().unwrap());
+    }
 }
 
 /// A cancel through another instance of a fire claimed ahead here: the claimer calls at the

@@ -36,7 +36,7 @@ fn spec(name: &str, cron: &str) -> JobSpec {
 fn names(c: &JobChanges) -> (Vec<String>, Vec<String>) {
     let mut changed: Vec<String> = c.changed.iter().map(|j| j.name().to_string()).collect();
     changed.sort();
-    (changed, c.removed.clone())
+    (changed, c.removed.iter().map(|r| r.name.clone()).collect())
 }
 
 fn list(names: &[&str]) -> Vec<String> {

@@ -765,7 +765,8 @@ fn guarded(
 }
 
 /// Guarded fires are judged at their instant under their job's lock: a fire of a job edited,
-/// disabled or deleted since it was planned is withdrawn (its claim and rows deleted); under
+/// disabled or deleted since it was planned, at or before its instant, is withdrawn (its
+/// claim and rows deleted), one changed after its instant is not; under
 /// SKIP a fire beside an open run is recorded SKIPPED, naming the run; under COVER the open
 /// run is cancelled and returned to be stopped; a claimed fire not due yet is not a run.
 async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
@@ -841,8 +842,9 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
         .unwrap()
         .unwrap();
     assert_eq!(cancelled.status, ExecutionStatus::Cancelled);
-    // The later SKIP fire was planned under revision `skip_rev`; the job changes: withdrawn.
-    s.set_job_enabled("skip", false, None, Utc::now())
+    // The later SKIP fire was planned under revision `skip_rev`; the job is disabled before
+    // its instant: withdrawn.
+    s.set_job_enabled("skip", false, None, now + Duration::seconds(1))
         .await
         .unwrap();
     let admitted = s
@@ -874,6 +876,21 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(admitted, [store::Admitted::Withdrawn]);
+    // A job deleted after a fire's instant: the fire was due under it, and is admitted.
+    let late_rev = create(&s, body("gone-late", "COVER")).await;
+    let due = claimed(&s, "gone-late", now + Duration::seconds(5)).await;
+    s.delete_job("gone-late", Utc::now()).await.unwrap();
+    let admitted = s
+        .admit(
+            &[guarded("gone-late", Cover, Some(late_rev), &due)],
+            now + Duration::seconds(5),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted[0], store::Admitted::Run { rows, .. } if rows[0].trace_id == due[0].trace_id),
+        "{admitted:?}"
+    );
 }
 
 /// Guarded cron fires are judged `ADMIT_AHEAD` before their instant, writing nothing: idle
@@ -892,12 +909,17 @@ async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Back
     let skip_rev = create(&s, body("skip", "SKIP")).await;
     let cover_rev = create(&s, body("cover", "COVER")).await;
     let busy_rev = create(&s, body("busy", "SKIP")).await;
+    let edited_rev = create(&s, body("edited", "SKIP")).await;
     let t0 = Utc.with_ymd_and_hms(2024, 5, 1, 13, 0, 0).unwrap();
     let ahead = t0 - store::ADMIT_AHEAD;
-    let (skip, cover) = (
+    let (skip, cover, edited) = (
         claimed(&s, "skip", t0).await,
         claimed(&s, "cover", t0).await,
+        claimed(&s, "edited", t0).await,
     );
+    s.set_job_enabled("edited", false, None, t0 - Duration::seconds(1))
+        .await
+        .unwrap();
     // `busy` still runs its fire of the second before.
     let busy_before = claimed(&s, "busy", t0 - Duration::seconds(1)).await;
     let busy = claimed(&s, "busy", t0).await;
@@ -905,18 +927,21 @@ async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Back
         guarded("skip", Skip, Some(skip_rev), &skip),
         guarded("cover", Cover, Some(cover_rev), &cover),
         guarded("busy", Skip, Some(busy_rev), &busy),
-        guarded("skip", Skip, Some(skip_rev + 100), &skip),
+        guarded("edited", Skip, Some(edited_rev), &edited),
+        // Planned under an earlier revision: the job's last write (its creation, at the
+        // wall clock's now) came after the instant.
+        guarded("skip", Skip, Some(skip_rev - 1), &skip),
     ];
     let too_early = s
         .admit_ahead(&fires, ahead - Duration::milliseconds(1))
         .await
         .unwrap();
-    assert_eq!(too_early, [false; 4], "judged before ADMIT_AHEAD");
+    assert_eq!(too_early, [false; 5], "judged before ADMIT_AHEAD");
     let judged = s.admit_ahead(&fires, ahead).await.unwrap();
     assert_eq!(
         judged,
-        [true, true, false, false],
-        "idle, idle, beside {}, another revision",
+        [true, true, false, false, true],
+        "idle, idle, beside {}, disabled before its instant, changed after it",
         busy_before[0].trace_id
     );
     for fire in [&skip, &cover, &busy] {
