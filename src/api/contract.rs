@@ -21,13 +21,15 @@ use super::jobs::{MAX_FILTER_LEN, MAX_FIRE_TIMES};
 use super::{MAX_PAGE, MAX_PAGE_SIZE};
 use crate::jobs::{
     ChannelName, CronSchedule, JobName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, MAX_DESCRIPTION,
-    MAX_RETRY, MAX_SHARD_COUNT, MAX_TIMEOUT_SECONDS, PathSegment,
+    MAX_RETRY, MAX_SERVICE_GROUP, MAX_SHARD_COUNT, MAX_TIMEOUT_SECONDS, PathSegment,
+    SERVICE_GROUP_PATTERN,
 };
 
 /// The request body schemas whose Rust types refuse unknown fields.
-const CLOSED_SCHEMAS: [&str; 4] = [
+const CLOSED_SCHEMAS: [&str; 5] = [
     "JobRequest",
     "JobCreateRequest",
+    PATCH_SCHEMA,
     "ResultReport",
     "TriggerRequest",
 ];
@@ -35,6 +37,8 @@ const CLOSED_SCHEMAS: [&str; 4] = [
 /// The body of `POST /api/v1/jobs`: a [`JobRequest`](crate::jobs::JobRequest) whose `name`
 /// is required (on `PUT` it comes from the path).
 const CREATE_SCHEMA: &str = "JobCreateRequest";
+/// The body of `PATCH /api/v1/jobs/{name}`: a merge patch of a `JobRequest`.
+const PATCH_SCHEMA: &str = "JobPatch";
 
 /// Operations that never touch the database, so never answer 503.
 const WITHOUT_DATABASE: [&str; 2] = ["/api/v1/cron/next-fire-times", "/api/v1/auth/me"];
@@ -64,6 +68,7 @@ pub fn document(doc: utoipa::openapi::OpenApi) -> Value {
         }
     });
     derive_create_schema(&mut doc);
+    derive_patch_schema(&mut doc);
     reference_page_items(&mut doc);
     for name in CLOSED_SCHEMAS {
         if let Some(s) = doc.pointer_mut(&format!("/components/schemas/{name}")) {
@@ -83,6 +88,11 @@ fn property_rules() -> Vec<(&'static str, &'static str, Value)> {
     vec![
         ("JobRequest", "name", job_name.clone()),
         ("JobRequest", "serviceName", segment.clone()),
+        (
+            "JobRequest",
+            "serviceGroup",
+            json!({"minLength": 1, "maxLength": MAX_SERVICE_GROUP, "pattern": SERVICE_GROUP_PATTERN}),
+        ),
         ("JobRequest", "handler", segment),
         (
             "JobRequest",
@@ -236,13 +246,34 @@ fn derive_create_schema(doc: &mut Value) {
         required.insert(0, json!("name"));
     }
     create["properties"]["name"]["type"] = json!("string");
-    create["properties"]["name"]["description"] =
-        json!("1-100 of `[A-Za-z0-9._:-]`, not `executions`.");
+    create["properties"]["name"]["description"] = json!(
+        "1-100 characters, each a letter or a digit of any script (Unicode L and N) or one of `. _ : -`; not `executions`. Percent-encoded UTF-8 in a URL path."
+    );
     doc["components"]["schemas"][CREATE_SCHEMA] = create;
     if let Some(body) =
         doc.pointer_mut("/paths/~1api~1v1~1jobs/post/requestBody/content/application~1json/schema")
     {
         *body = json!({"$ref": format!("#/components/schemas/{CREATE_SCHEMA}")});
+    }
+}
+
+/// `JobPatch` = `JobRequest` with nothing required: the JSON merge patch (RFC 7396) the
+/// patch operation takes. A field set to null takes its default; one left out keeps its value.
+fn derive_patch_schema(doc: &mut Value) {
+    let Some(mut patch) = doc.pointer("/components/schemas/JobRequest").cloned() else {
+        return;
+    };
+    patch["description"] = json!(
+        "A JSON merge patch (RFC 7396) of a job: the fields to change, as in `JobRequest`. A field set to null takes its default; one left out keeps its value."
+    );
+    if let Some(fields) = patch.as_object_mut() {
+        fields.remove("required");
+    }
+    doc["components"]["schemas"][PATCH_SCHEMA] = patch;
+    if let Some(body) = doc.pointer_mut(
+        "/paths/~1api~1v1~1jobs~1{name}/patch/requestBody/content/application~1merge-patch+json/schema",
+    ) {
+        *body = json!({"$ref": format!("#/components/schemas/{PATCH_SCHEMA}")});
     }
 }
 

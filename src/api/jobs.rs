@@ -17,7 +17,7 @@ use super::page::Page;
 use super::{AppState, PageParams};
 use crate::jobs::{
     JobDefinition, JobRequest, JobSource, JobSpec, MisfirePolicy, OverlapPolicy, RouteStrategy,
-    ShardStrategy, links,
+    ShardStrategy, links, percent_encoded,
 };
 use crate::store::{JobFilter, StoreError};
 
@@ -36,6 +36,8 @@ pub struct JobView {
     pub id: i64,
     pub name: String,
     pub service_name: String,
+    /// The Nacos group of the service; null: `nacos.group`.
+    pub service_group: Option<String>,
     pub handler: String,
     pub cron: String,
     pub timezone: String,
@@ -72,6 +74,7 @@ impl From<JobDefinition> for JobView {
             id: j.id,
             name: s.name.to_string(),
             service_name: s.service_name.to_string(),
+            service_group: s.service_group,
             handler: s.handler.to_string(),
             cron: s.cron.as_str().to_string(),
             timezone: s.timezone.name().to_string(),
@@ -136,7 +139,8 @@ async fn create_job(
         .await?;
     state.job_saved(&job);
     let mut headers = HeaderMap::new();
-    if let Ok(v) = HeaderValue::from_str(&format!("/api/v1/jobs/{}", job.name())) {
+    let location = format!("/api/v1/jobs/{}", percent_encoded(job.name().as_str()));
+    if let Ok(v) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, v);
     }
     Ok((StatusCode::CREATED, headers, axum::Json(JobView::from(job))))

@@ -14,6 +14,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::auth::{Auth, Viewer};
 use super::error::{ApiError, Problem};
+use crate::discovery::Service;
 use crate::jobs::ExecutionStatus;
 use crate::store::Activity;
 
@@ -82,6 +83,8 @@ pub struct FireDelay {
 #[serde(rename_all = "camelCase")]
 pub struct ServiceExecutors {
     pub service_name: String,
+    /// The Nacos group the jobs name for it; null: `nacos.group`.
+    pub service_group: Option<String>,
     /// Jobs (enabled or not) calling this service.
     pub jobs: usize,
     /// Live instances (`ip:port`), sorted; empty means fires of its jobs fail.
@@ -152,23 +155,30 @@ async fn overview(
             *owned.entry(owner).or_default() += 1;
         }
     }
-    let mut services: BTreeMap<String, usize> = BTreeMap::new();
+    let mut services: BTreeMap<(String, Option<String>), usize> = BTreeMap::new();
     for job in &jobs {
-        *services
-            .entry(job.spec.service_name.as_str().to_string())
-            .or_default() += 1;
+        let service = (
+            job.spec.service_name.as_str().to_string(),
+            job.spec.service_group.clone(),
+        );
+        *services.entry(service).or_default() += 1;
     }
     let mut executors = Vec::with_capacity(services.len());
-    for (service_name, job_count) in services {
+    for ((service_name, service_group), job_count) in services {
+        let service = Service {
+            name: &service_name,
+            group: service_group.as_deref(),
+        };
         let instances: BTreeSet<String> = state
             .discovery
-            .executors(&service_name)
+            .executors(service)
             .await
             .into_iter()
             .map(|e| e.addr.to_string())
             .collect();
         executors.push(ServiceExecutors {
             service_name,
+            service_group,
             jobs: job_count,
             instances: instances.into_iter().collect(),
         });

@@ -22,6 +22,22 @@ pub struct ExecutorInstance {
     pub path_prefix: Option<String>,
 }
 
+/// An executor service as a job names it: its name and its Nacos group (`None`: the
+/// configured `nacos.group`). Standalone discovery has no groups: its static executors are
+/// listed by service name alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Service<'a> {
+    pub name: &'a str,
+    pub group: Option<&'a str>,
+}
+
+impl<'a> Service<'a> {
+    /// `name` in the configured group.
+    pub fn named(name: &'a str) -> Self {
+        Self { name, group: None }
+    }
+}
+
 #[async_trait]
 pub trait Discovery: Send + Sync + 'static {
     /// This instance's id, `ip:port` as advertised.
@@ -29,7 +45,7 @@ pub trait Discovery: Send + Sync + 'static {
     /// The healthy scheduler instances; changes are pushed through the channel.
     fn schedulers(&self) -> watch::Receiver<Vec<String>>;
     /// Healthy, enabled instances of an executor service, sorted by `ip:port`.
-    async fn executors(&self, service: &str) -> Vec<ExecutorInstance>;
+    async fn executors(&self, service: Service<'_>) -> Vec<ExecutorInstance>;
     /// Announces this instance (called once it is ready to serve).
     async fn register(&self) -> anyhow::Result<()>;
     /// Withdraws this instance (first step of shutdown).

@@ -1,7 +1,8 @@
 //! Nacos discovery (README, "Running a cluster on Nacos"; docs/design.md, "Ownership"): this
 //! instance registers under the scheduler service once it is ready, every instance subscribes to
 //! that service and recomputes ownership on each push, and executor instances are kept current per
-//! service by subscription (no Nacos round trip per fire).
+//! service and group (a job's `serviceGroup`, else `nacos.group`) by subscription (no Nacos
+//! round trip per fire).
 //!
 //! Outages: nacos-sdk keeps the last pushed lists and re-registers by itself after a
 //! reconnect; its empty-push protection is on, so an empty push during an outage is never
@@ -22,7 +23,7 @@ use nacos_sdk::api::props::ClientProps;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Discovery, ExecutorInstance, InstanceAddr};
+use super::{Discovery, ExecutorInstance, InstanceAddr, Service};
 use crate::config::NacosSettings;
 
 /// Instance metadata key through which an executor announces its endpoint prefix.
@@ -36,8 +37,10 @@ pub struct NacosDiscovery {
     service: String,
     group: String,
     schedulers: watch::Sender<Vec<String>>,
+    /// Executor instances by grouped service name (`group@@service`, Nacos' own form).
     executors: Arc<RwLock<HashMap<String, Vec<ExecutorInstance>>>>,
-    /// Executor services subscribed to (once each, whatever later queries do).
+    /// Executor services subscribed to (once each, whatever later queries do), by grouped
+    /// name.
     subscribed: tokio::sync::Mutex<std::collections::HashSet<String>>,
     registered: AtomicBool,
     reachable: Arc<AtomicBool>,
@@ -195,7 +198,7 @@ impl NacosDiscovery {
             )
             .await
             .map_err(|e| anyhow::anyhow!("subscribing to {}: {e}", this.service))?;
-        let current = this.fetch(&this.service).await?;
+        let current = this.fetch(&this.service, &this.group).await?;
         this.schedulers.send_replace(scheduler_ids(&current));
         this.reachable.store(true, Ordering::Release);
         tokio::spawn(this.clone().probe());
@@ -204,10 +207,10 @@ impl NacosDiscovery {
 
     /// A query answered by the server (not nacos-sdk's cache), so it also tells whether
     /// Nacos is reachable.
-    async fn fetch(&self, service: &str) -> anyhow::Result<Vec<ServiceInstance>> {
+    async fn fetch(&self, service: &str, group: &str) -> anyhow::Result<Vec<ServiceInstance>> {
         let call = self.naming.get_all_instances(
             service.to_string(),
-            Some(self.group.clone()),
+            Some(group.to_string()),
             Vec::new(),
             false,
         );
@@ -242,7 +245,7 @@ impl NacosDiscovery {
                 _ = self.stop.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_secs(3)) => {}
             }
-            match self.fetch(&self.service).await {
+            match self.fetch(&self.service, &self.group).await {
                 Ok(list) => {
                     if !self.reachable.swap(true, Ordering::AcqRel) {
                         tracing::info!("Nacos reachable again");
@@ -289,12 +292,14 @@ impl Discovery for NacosDiscovery {
         self.schedulers.subscribe()
     }
 
-    async fn executors(&self, service: &str) -> Vec<ExecutorInstance> {
+    async fn executors(&self, service: Service<'_>) -> Vec<ExecutorInstance> {
+        let group = service.group.unwrap_or(&self.group);
+        let key = format!("{group}@@{}", service.name);
         if let Some(list) = self
             .executors
             .read()
             .expect("executor cache lock")
-            .get(service)
+            .get(&key)
         {
             return list.clone();
         }
@@ -305,41 +310,41 @@ impl Discovery for NacosDiscovery {
             .executors
             .read()
             .expect("executor cache lock")
-            .get(service)
+            .get(&key)
         {
             return list.clone();
         }
-        if !subscribed.contains(service) {
+        if !subscribed.contains(&key) {
             let listener = Arc::new(ExecutorListener {
-                service: service.to_string(),
+                service: key.clone(),
                 cache: self.executors.clone(),
             });
             if let Err(e) = self
                 .naming
                 .subscribe(
-                    service.to_string(),
-                    Some(self.group.clone()),
+                    service.name.to_string(),
+                    Some(group.to_string()),
                     Vec::new(),
                     listener,
                 )
                 .await
             {
-                tracing::warn!(service, error = %e, "subscribing to executor service failed");
+                tracing::warn!(service = %key, error = %e, "subscribing to executor service failed");
                 return Vec::new();
             }
-            subscribed.insert(service.to_string());
+            subscribed.insert(key.clone());
         }
-        match self.fetch(service).await {
+        match self.fetch(service.name, group).await {
             Ok(instances) => {
                 let list = executor_instances(&instances);
                 self.executors
                     .write()
                     .expect("executor cache lock")
-                    .insert(service.to_string(), list.clone());
+                    .insert(key, list.clone());
                 list
             }
             Err(e) => {
-                tracing::warn!(service, error = %e, "querying executor service failed");
+                tracing::warn!(service = %key, error = %e, "querying executor service failed");
                 Vec::new()
             }
         }

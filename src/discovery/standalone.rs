@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use super::{Discovery, ExecutorInstance, InstanceAddr};
+use super::{Discovery, ExecutorInstance, InstanceAddr, Service};
 
 pub struct Standalone {
     me: String,
@@ -50,8 +50,11 @@ impl Discovery for Standalone {
         self.schedulers.subscribe()
     }
 
-    async fn executors(&self, service: &str) -> Vec<ExecutorInstance> {
-        self.executors.get(service).cloned().unwrap_or_default()
+    async fn executors(&self, service: Service<'_>) -> Vec<ExecutorInstance> {
+        self.executors
+            .get(service.name)
+            .cloned()
+            .unwrap_or_default()
     }
 
     async fn register(&self) -> anyhow::Result<()> {

@@ -11,7 +11,7 @@ use jobflow_executor::protocol::{
 };
 
 use crate::discovery::ExecutorInstance;
-use crate::jobs::{Execution, ExecutionStatus, JobDefinition};
+use crate::jobs::{Execution, ExecutionStatus, JobDefinition, percent_encoded};
 
 pub use jobflow_executor::protocol::excerpt;
 
@@ -156,8 +156,11 @@ impl ExecutorClient {
             .header(headers::SHARD_END, r.shard_end)
             .header(headers::SHARD_COUNT, r.shard_count)
             .header(headers::SHARD_STRATEGY, &r.shard_strategy)
-            .header(headers::JOB_NAME, &r.job_name)
-            .header(headers::EXECUTION_ID, &r.execution_id)
+            .header(headers::JOB_NAME, percent_encoded(&r.job_name).as_ref())
+            .header(
+                headers::EXECUTION_ID,
+                percent_encoded(&r.execution_id).as_ref(),
+            )
             .header(
                 headers::FIRE_TIME,
                 r.fire_time.to_rfc3339_opts(SecondsFormat::Secs, true),

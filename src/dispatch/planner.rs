@@ -11,7 +11,7 @@ use super::admission::Admission;
 use super::plan::{self, RoundRobin};
 use super::rows;
 use crate::backoff::Backoff;
-use crate::discovery::{Discovery, ExecutorInstance};
+use crate::discovery::{Discovery, ExecutorInstance, Service};
 use crate::jobs::{ExecutionStatus, JobDefinition, NewExecution, RouteStrategy, TriggerType};
 
 pub struct Planner {
@@ -39,9 +39,11 @@ impl Planner {
 
     /// The live executors of `job`'s service, sorted.
     pub async fn executors(&self, job: &JobDefinition) -> Vec<ExecutorInstance> {
-        self.discovery
-            .executors(job.spec.service_name.as_str())
-            .await
+        let service = Service {
+            name: job.spec.service_name.as_str(),
+            group: job.spec.service_group.as_deref(),
+        };
+        self.discovery.executors(service).await
     }
 
     /// The rows of `job`'s fire at `fire_time` by `trigger`, planned at `now` over the live

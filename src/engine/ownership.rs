@@ -100,7 +100,7 @@ mod tests {
     #[test]
     fn java_string_hash_code_vectors() {
         // Values from Java's definition, s[0]*31^(n-1) + … over UTF-16 code units.
-        let vectors: [(&str, i32); 9] = [
+        let vectors: [(&str, i32); 12] = [
             ("", 0),
             ("a", 97),
             ("hello", 99_162_322),
@@ -111,6 +111,10 @@ mod tests {
             ("任务", 647_942),
             // A supplementary character hashes as its surrogate pair D83D DE00.
             ("😀", 55_357 * 31 + 56_832),
+            // The design's own job names, as Java 17's String.hashCode gives them.
+            ("订单对账", 1_086_176_128),
+            ("支付对账", 791_839_126),
+            ("报表生成", 786_824_820),
             // The famous Integer.MIN_VALUE string.
             ("polygenelubricants", i32::MIN),
         ];

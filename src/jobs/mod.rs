@@ -29,7 +29,7 @@ pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, child_execution_id, execution_id,
     fire_key, new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
 };
-pub use name::{JobName, PathSegment};
+pub use name::{JobName, PathSegment, percent_encoded};
 pub use policies::{
     ChannelName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, OverlapPolicy, RouteStrategy,
     parse_alert_channels, parse_child_jobs,
@@ -136,13 +136,18 @@ impl fmt::Display for FieldError {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JobRequest {
-    /// 1-100 of `[A-Za-z0-9._:-]`. Required on create; on update it may be omitted but must
-    /// equal the path's name when given (jobs are not renamed).
+    /// 1-100 letters or digits of any script (Unicode L and N), or `. _ : -`. Required on
+    /// create; on update it may be omitted but must equal the path's name when given (jobs
+    /// are not renamed).
     #[schema(example = "order-sync")]
     pub name: Option<String>,
     /// The executor microservice, as registered in Nacos.
     #[schema(example = "order-service")]
     pub service_name: String,
+    /// The Nacos group the service is registered in; null: `nacos.group`. 1-128 of
+    /// `[A-Za-z0-9._:-]`. Standalone schedulers list static executors by service name only.
+    #[schema(example = "payments")]
+    pub service_group: Option<String>,
     /// Handler name: the executor is called at `{pathPrefix}/{handler}`.
     #[schema(example = "syncOrders")]
     pub handler: String,
@@ -199,6 +204,8 @@ pub struct JobRequest {
 pub struct JobSpec {
     pub name: JobName,
     pub service_name: PathSegment,
+    /// The Nacos group of `service_name`; `None`: the configured `nacos.group`.
+    pub service_group: Option<String>,
     pub handler: PathSegment,
     pub cron: CronSchedule,
     pub timezone: TimeZoneName,
@@ -218,6 +225,27 @@ pub struct JobSpec {
     pub child_jobs: Vec<JobName>,
     /// Where this job's alerts go; empty means `alerts.default_channels`.
     pub alert_channels: Vec<ChannelName>,
+}
+
+/// The longest Nacos group name.
+pub const MAX_SERVICE_GROUP: usize = 128;
+/// [`parse_service_group`] as an ECMA-262 pattern (the OpenAPI document's).
+pub const SERVICE_GROUP_PATTERN: &str = "^[A-Za-z0-9._:-]{1,128}$";
+
+/// A Nacos group name as Nacos accepts it: 1-128 of `[A-Za-z0-9._:-]`.
+pub fn parse_service_group(raw: &str) -> Result<String, String> {
+    if raw.is_empty() || raw.len() > MAX_SERVICE_GROUP {
+        return Err(format!("must be 1 to {MAX_SERVICE_GROUP} characters long"));
+    }
+    if let Some(c) = raw
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+    {
+        return Err(format!(
+            "may only contain letters, digits and . _ : - (found {c:?})"
+        ));
+    }
+    Ok(raw.to_string())
 }
 
 pub const MAX_SHARD_COUNT: i64 = 10_000;
@@ -279,6 +307,10 @@ impl JobSpec {
         let mut f = Fields::default();
         let name = f.take("name", Self::name_of(path_name, req.name.as_deref()));
         let service_name = f.take("serviceName", PathSegment::parse(&req.service_name));
+        let service_group = match req.service_group.as_deref() {
+            None => Some(None),
+            Some(g) => f.take("serviceGroup", parse_service_group(g).map(Some)),
+        };
         let handler = f.take("handler", PathSegment::parse(&req.handler));
         let (cron, timezone) = Self::schedule_of(&mut f, &req, default_tz, now);
         let (shard_count, shard_strategy, shard_params) = Self::sharding_of(&mut f, &req);
@@ -318,6 +350,7 @@ impl JobSpec {
             Some(Self {
                 name: name?,
                 service_name: service_name?,
+                service_group: service_group?,
                 handler: handler?,
                 cron: cron?,
                 timezone: timezone?,

@@ -1,32 +1,38 @@
 //! Names that end up in URLs, SQL keys and execution ids, parsed once at the edge.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use percent_encoding::{CONTROLS, utf8_percent_encode};
 use serde::Serialize;
+use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
 
-/// A job name: 1-100 of `[A-Za-z0-9._:-]`, never `executions` (that path segment belongs to
-/// `/api/v1/jobs/executions/{traceId}`).
+/// A job name: 1-100 characters, each a letter or a digit of any script (Unicode categories
+/// L and N) or one of `. _ : -`, never `executions` (that path segment belongs to
+/// `/api/v1/jobs/executions/{traceId}`). The design's own examples are names like 订单对账.
+/// In a URL path, and in the protocol's headers, a name with characters beyond ASCII is
+/// percent-encoded UTF-8 ([`percent_encoded`]); ASCII names are sent as they are.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct JobName(String);
 
 impl JobName {
+    /// In characters (Unicode scalar values), as MySQL's `VARCHAR(100)` counts them.
     pub const MAX_LEN: usize = 100;
     /// The characters and length of [`JobName::parse`] as an ECMA-262 pattern (the OpenAPI
-    /// document's); the reserved names are listed apart in [`JobName::RESERVED`].
-    pub const PATTERN: &str = "^[A-Za-z0-9._:-]{1,100}$";
+    /// document's, read with the `u` flag as JSON Schema reads patterns); the reserved names
+    /// are listed apart in [`JobName::RESERVED`].
+    pub const PATTERN: &str = r"^[\p{L}\p{N}._:-]{1,100}$";
     pub const RESERVED: [&str; 3] = ["executions", ".", ".."];
 
     pub fn parse(raw: &str) -> Result<Self, String> {
-        if raw.is_empty() || raw.len() > Self::MAX_LEN {
+        let len = raw.chars().count();
+        if len == 0 || len > Self::MAX_LEN {
             return Err(format!("must be 1 to {} characters long", Self::MAX_LEN));
         }
-        if let Some(c) = raw
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
-        {
+        if let Some(c) = raw.chars().find(|c| !Self::allowed(*c)) {
             return Err(format!(
-                "may only contain letters, digits and . _ : - (found {c:?})"
+                "may only contain letters and digits (of any script) and . _ : - (found {c:?})"
             ));
         }
         if Self::RESERVED.contains(&raw) {
@@ -35,8 +41,27 @@ impl JobName {
         Ok(Self(raw.to_string()))
     }
 
+    fn allowed(c: char) -> bool {
+        matches!(c, '.' | '_' | ':' | '-')
+            || matches!(
+                c.general_category_group(),
+                GeneralCategoryGroup::Letter | GeneralCategoryGroup::Number
+            )
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// `text` as a URL path segment or a protocol header carries it: as it is when ASCII, else
+/// percent-encoded UTF-8 (only the bytes beyond ASCII, and controls, are encoded; job names
+/// and execution ids have no other character that needs it).
+pub fn percent_encoded(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(utf8_percent_encode(text, CONTROLS).to_string())
     }
 }
 
@@ -99,7 +124,19 @@ mod tests {
 
     #[test]
     fn job_names() {
-        for ok in ["a", "order.sync", "pay:recon-2024_v1", &"x".repeat(100)] {
+        for ok in [
+            "a",
+            "order.sync",
+            "pay:recon-2024_v1",
+            &"x".repeat(100),
+            "订单对账",
+            "支付对账",
+            "报表生成-2024",
+            "Überweisung.täglich",
+            "تقرير٣",
+            "Ⅻ",
+            &"账".repeat(100),
+        ] {
             assert!(JobName::parse(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -107,11 +144,15 @@ mod tests {
             "executions",
             "a b",
             "a/b",
-            "名字",
             "a%2e",
             &"x".repeat(101),
+            &"账".repeat(101),
             "..",
             ".",
+            "订单、对账",
+            "a\u{3000}b",
+            "e\u{301}",
+            "😀",
         ] {
             assert!(JobName::parse(bad).is_err(), "{bad}");
         }
@@ -123,7 +164,7 @@ mod tests {
     fn patterns_agree_with_the_parsers() {
         let job = regex::Regex::new(JobName::PATTERN).unwrap();
         let segment = regex::Regex::new(PathSegment::PATTERN).unwrap();
-        let alphabet: Vec<char> = "a.Z0_:-/\\%?# ~!'\"é\t".chars().collect();
+        let alphabet: Vec<char> = "a.Z0_:-/\\%?# ~!'\"é\t名١😀\u{301}、".chars().collect();
         let mut words = vec![String::new()];
         for _ in 0..3 {
             let longer: Vec<String> = words
@@ -147,6 +188,19 @@ mod tests {
             assert_eq!(documented, PathSegment::parse(w).is_ok(), "segment {w:?}");
         }
         assert!(words.len() > 20_000);
+    }
+
+    #[test]
+    fn names_beyond_ascii_are_percent_encoded_utf8() {
+        assert_eq!(percent_encoded("order-sync:1"), "order-sync:1");
+        assert_eq!(
+            percent_encoded("订单对账"),
+            "%E8%AE%A2%E5%8D%95%E5%AF%B9%E8%B4%A6"
+        );
+        assert_eq!(
+            percent_encoded("订单:20240501000000:0-9"),
+            "%E8%AE%A2%E5%8D%95:20240501000000:0-9"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::StoreError;
 use super::sql::{Arg, Row};
 use crate::jobs::{
     CronSchedule, Execution, JobDefinition, JobName, JobSpec, NewExecution, PathSegment,
-    ShardParams, TimeZoneName, choose, parse_alert_channels, parse_child_jobs,
+    ShardParams, TimeZoneName, choose, parse_alert_channels, parse_child_jobs, parse_service_group,
 };
 
 /// The columns a job's spec is stored in, with their values: what creating a job inserts and
@@ -18,6 +18,7 @@ use crate::jobs::{
 pub fn spec_columns(spec: &JobSpec) -> Vec<(&'static str, Arg)> {
     vec![
         ("service_name", spec.service_name.as_str().into()),
+        ("service_group", spec.service_group.clone().into()),
         ("handler", spec.handler.as_str().into()),
         ("cron", spec.cron.as_str().into()),
         ("timezone", spec.timezone.name().into()),
@@ -59,6 +60,11 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
         name: JobName::parse(&name).map_err(|m| err("name", m))?,
         service_name: PathSegment::parse(&text("service_name")?)
             .map_err(|m| err("service_name", m))?,
+        service_group: row
+            .get::<Option<String>>("service_group")?
+            .map(|g| parse_service_group(&g))
+            .transpose()
+            .map_err(|m| err("service_group", m))?,
         handler: PathSegment::parse(&text("handler")?).map_err(|m| err("handler", m))?,
         cron: CronSchedule::parse(&text("cron")?).map_err(|m| err("cron", m))?,
         timezone: TimeZoneName::parse(&text("timezone")?).map_err(|m| err("timezone", m))?,

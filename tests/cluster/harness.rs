@@ -295,8 +295,13 @@ impl Rnacos {
 
     /// `ip:port` of the healthy instances of `service`, through the 1.x HTTP open API.
     pub async fn instances(&self, service: &str) -> Vec<String> {
+        self.instances_in(service, "DEFAULT_GROUP").await
+    }
+
+    /// [`Rnacos::instances`] of `service` in `group`.
+    pub async fn instances_in(&self, service: &str, group: &str) -> Vec<String> {
         let url = format!(
-            "http://127.0.0.1:{}/nacos/v1/ns/instance/list?serviceName={service}&healthyOnly=true",
+            "http://127.0.0.1:{}/nacos/v1/ns/instance/list?serviceName={service}&groupName={group}&healthyOnly=true",
             self.http_port
         );
         let mut req = reqwest::Client::new().get(&url);
@@ -323,9 +328,14 @@ impl Rnacos {
     /// Registers a persistent instance through the 1.x HTTP open API (as a non-gRPC client
     /// such as an older Spring Cloud service would).
     pub async fn register_http(&self, service: &str, addr: &str) {
+        self.register_http_in(service, "DEFAULT_GROUP", addr).await
+    }
+
+    /// [`Rnacos::register_http`] in `group`.
+    pub async fn register_http_in(&self, service: &str, group: &str, addr: &str) {
         let (ip, port) = addr.rsplit_once(':').unwrap();
         let url = format!(
-            "http://127.0.0.1:{}/nacos/v1/ns/instance?serviceName={service}&ip={ip}&port={port}&ephemeral=false&weight=1&enabled=true&healthy=true",
+            "http://127.0.0.1:{}/nacos/v1/ns/instance?serviceName={service}&groupName={group}&ip={ip}&port={port}&ephemeral=false&weight=1&enabled=true&healthy=true",
             self.http_port
         );
         let r = reqwest::Client::new().post(&url).send().await.unwrap();

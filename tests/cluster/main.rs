@@ -10,6 +10,7 @@ mod jobs_document;
 #[path = "../it/recorder.rs"]
 #[allow(dead_code)]
 mod recorder;
+mod service_group;
 #[path = "../support/wait.rs"]
 mod wait;
 

@@ -16,6 +16,8 @@ backend_tests!(
     enable_and_disable,
     sharded_job_params_round_trip,
     job_params_fit_their_column,
+    names_in_any_script_are_jobs_reachable_by_their_encoded_path,
+    a_service_group_is_kept_patched_and_validated,
 );
 
 async fn create_then_get_returns_the_job_with_defaults(backend: Backend) {
@@ -323,4 +325,111 @@ async fn job_params_fit_their_column(backend: Backend) {
     let (status, problem) = app.post("/api/v1/jobs", &j).await;
     assert_eq!(status, 400, "{problem}");
     assert_eq!(problem_fields(&problem), vec!["jobParams"]);
+}
+
+/// The design's own job names (Chinese) and names in other scripts are jobs like any other:
+/// created, found at their percent-encoded path (the `Location` of their creation), listed,
+/// patched and deleted there. Characters that are neither letters nor digits are refused,
+/// and the length is counted in characters.
+async fn names_in_any_script_are_jobs_reachable_by_their_encoded_path(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let names = [
+        ("订单对账", "%E8%AE%A2%E5%8D%95%E5%AF%B9%E8%B4%A6"),
+        ("支付对账", "%E6%94%AF%E4%BB%98%E5%AF%B9%E8%B4%A6"),
+        ("Überweisung.täglich", "%C3%9Cberweisung.t%C3%A4glich"),
+    ];
+    for (name, encoded) in names {
+        let resp = app
+            .client
+            .post(app.url("/api/v1/jobs"))
+            .json(&job(name))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201, "{name}");
+        assert_eq!(
+            resp.headers()["location"],
+            format!("/api/v1/jobs/{encoded}")
+        );
+        let (status, got) = app.get(&format!("/api/v1/jobs/{encoded}")).await;
+        assert_eq!((status, got["name"].as_str()), (200, Some(name)));
+    }
+    let long = "账".repeat(100);
+    app.create_job(&job(&long)).await;
+    let (_, list) = app.get("/api/v1/jobs?size=100").await;
+    let listed: Vec<&str> = list["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap())
+        .collect();
+    for (name, _) in names {
+        assert!(listed.contains(&name), "{listed:?}");
+    }
+    let (status, patched) = app
+        .patch_json(
+            "/api/v1/jobs/%E8%AE%A2%E5%8D%95%E5%AF%B9%E8%B4%A6",
+            &json!({"maxRetry": 1}),
+        )
+        .await;
+    assert_eq!(
+        (status, &patched["maxRetry"]),
+        (200, &json!(1)),
+        "{patched}"
+    );
+    let (status, _) = app
+        .delete("/api/v1/jobs/%E6%94%AF%E4%BB%98%E5%AF%B9%E8%B4%A6")
+        .await;
+    assert_eq!(status, 204);
+    let (status, _) = app
+        .get("/api/v1/jobs/%E6%94%AF%E4%BB%98%E5%AF%B9%E8%B4%A6")
+        .await;
+    assert_eq!(status, 404);
+    for bad in ["订单、对账", "订单 对账", "😀", &"账".repeat(101)] {
+        let (status, body) = app.post("/api/v1/jobs", &job(bad)).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(problem_fields(&body), ["name"], "{bad}: {body}");
+    }
+}
+
+/// `serviceGroup` (the Nacos group of the executor service) is null unless given, kept by a
+/// merge patch that does not name it, cleared by one that sets it null, and validated as
+/// Nacos validates group names.
+async fn a_service_group_is_kept_patched_and_validated(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let plain = app.create_job(&job("plain")).await;
+    assert_eq!(plain["serviceGroup"], json!(null));
+    let mut body = job("grouped");
+    body["serviceGroup"] = json!("payments");
+    let grouped = app.create_job(&body).await;
+    assert_eq!(grouped["serviceGroup"], "payments");
+    let (status, patched) = app
+        .patch_json("/api/v1/jobs/grouped", &json!({"maxRetry": 0}))
+        .await;
+    assert_eq!(
+        (status, &patched["serviceGroup"]),
+        (200, &json!("payments"))
+    );
+    let (_, got) = app.get("/api/v1/jobs/grouped").await;
+    assert_eq!(got["serviceGroup"], "payments");
+    let (status, cleared) = app
+        .patch_json("/api/v1/jobs/grouped", &json!({"serviceGroup": null}))
+        .await;
+    assert_eq!((status, &cleared["serviceGroup"]), (200, &json!(null)));
+    for bad in [
+        json!(""),
+        json!("pay ments"),
+        json!("组"),
+        json!("g".repeat(129)),
+    ] {
+        let mut body = job("bad-group");
+        body["serviceGroup"] = bad.clone();
+        let (status, problem) = app.post("/api/v1/jobs", &body).await;
+        assert_eq!(status, 400, "{bad}: {problem}");
+        assert_eq!(
+            problem_fields(&problem),
+            ["serviceGroup"],
+            "{bad}: {problem}"
+        );
+    }
 }

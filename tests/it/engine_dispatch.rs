@@ -13,6 +13,7 @@ backend_tests!(
     sharded_fire_reaches_three_executors_with_every_header,
     split_view_schedulers_dispatch_each_fire_once,
     job_changes_through_another_instance_apply_within_two_seconds,
+    a_job_named_in_any_script_fires_with_its_name_encoded_in_the_headers,
 );
 
 async fn sharded_fire_reaches_three_executors_with_every_header(backend: Backend) {
@@ -259,4 +260,47 @@ async fn job_changes_through_another_instance_apply_within_two_seconds(backend: 
     tokio::time::sleep(Duration::from_millis(2000)).await;
     assert_eq!(rec.calls().len(), n, "a disabled job kept firing");
     let _: Value = Value::Null;
+}
+
+/// A job named in Chinese (the design's own example) fires like any other: the body carries
+/// the name as it is; the `X-Job-Name` and `X-Execution-Id` headers carry it percent-encoded
+/// (header values are ASCII).
+async fn a_job_named_in_any_script_fires_with_its_name_encoded_in_the_headers(backend: Backend) {
+    let recorder = Recorder::start().await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = recorder.addr.clone();
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("billing", &[addr])
+    })
+    .await;
+    app.create_job(&json!({
+        "name": "订单对账", "serviceName": "billing", "handler": "reconcile",
+        "cron": "* * * * * ?", "shardCount": 2
+    }))
+    .await;
+    let call = eventually(Duration::from_secs(10), "the first call", || async {
+        recorder.calls().into_iter().next()
+    })
+    .await;
+    app.patch("/api/v1/jobs/%E8%AE%A2%E5%8D%95%E5%AF%B9%E8%B4%A6/enabled?enabled=false")
+        .await;
+    let encoded = "%E8%AE%A2%E5%8D%95%E5%AF%B9%E8%B4%A6";
+    assert_eq!(call.body["jobName"], "订单对账");
+    assert_eq!(call.header("x-job-name"), encoded);
+    let execution_id = call.body["executionId"].as_str().unwrap();
+    assert!(execution_id.starts_with("订单对账:"), "{execution_id}");
+    assert_eq!(
+        call.header("x-execution-id"),
+        execution_id.replace("订单对账", encoded)
+    );
+    let (status, page) = app.get(&format!("/api/v1/jobs/{encoded}/executions")).await;
+    assert_eq!(status, 200);
+    assert!(
+        page["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["executionId"] == execution_id),
+        "{page}"
+    );
 }

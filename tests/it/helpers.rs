@@ -215,6 +215,20 @@ impl TestApp {
         .await
     }
 
+    /// A JSON merge patch of `path` (`PATCH /api/v1/jobs/{name}`).
+    pub async fn patch_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        into_parts(
+            self.client
+                .patch(self.url(path))
+                .header("content-type", "application/merge-patch+json")
+                .body(body.to_string())
+                .send()
+                .await
+                .expect("PATCH"),
+        )
+        .await
+    }
+
     pub async fn delete(&self, path: &str) -> (u16, Value) {
         into_parts(
             self.client

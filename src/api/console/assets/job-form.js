@@ -22,7 +22,7 @@ function jsonText(v) {
 export async function jobFormPage(name) {
   const job = name ? await api('GET', `/jobs/${enc(name)}`) : null;
   const v = job || {
-    name: '', serviceName: '', handler: '', cron: '0 0 * * * ?', timezone: '', enabled: true,
+    name: '', serviceName: '', serviceGroup: null, handler: '', cron: '0 0 * * * ?', timezone: '', enabled: true,
     shardCount: 1, shardStrategy: 'MOD_HASH', shardParams: null, jobParams: null,
     timeoutSeconds: 300, maxRetry: 3, misfirePolicy: 'FIRE_ONCE_NOW', description: '',
     routeStrategy: 'ROUND_ROBIN', overlapPolicy: 'ALLOW', childJobs: [], alertChannels: [],
@@ -30,6 +30,7 @@ export async function jobFormPage(name) {
   const c = {
     name: h('input', { type: 'text', value: v.name, required: true, maxlength: 100, readOnly: !!job }),
     serviceName: h('input', { type: 'text', value: v.serviceName, required: true }),
+    serviceGroup: h('input', { type: 'text', value: v.serviceGroup || '', placeholder: t('f.serviceGroupDefault'), maxlength: 128 }),
     handler: h('input', { type: 'text', value: v.handler, required: true }),
     cron: h('input', { type: 'text', value: v.cron, required: true, class: 'mono', autocomplete: 'off' }),
     timezone: h('input', { type: 'text', value: v.timezone, placeholder: 'UTC' }),
@@ -85,6 +86,7 @@ export async function jobFormPage(name) {
   const form = h('form', { class: 'card job-form', novalidate: true, onsubmit: (ev) => { ev.preventDefault(); save(); } },
     field('name', t('f.name'), c.name),
     field('serviceName', t('f.serviceName'), c.serviceName),
+    field('serviceGroup', t('f.serviceGroup'), c.serviceGroup),
     field('handler', t('f.handler'), c.handler),
     field('cron', t('f.cron'), c.cron, t('form.previewHint')),
     preview,
@@ -157,6 +159,8 @@ export async function jobFormPage(name) {
     if (tz) b.timezone = tz;
     const description = c.description.value.trim();
     if (description) b.description = description;
+    const group = c.serviceGroup.value.trim();
+    if (group) b.serviceGroup = group;
     for (const k of Object.keys(b)) if (b[k] === null) delete b[k];
     return { b, errors };
   }

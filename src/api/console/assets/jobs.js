@@ -93,6 +93,7 @@ function definition(job) {
   const list = (v) => (Array.isArray(v) ? (v.length ? v.join(', ') : '–') : undefined);
   return h('dl', { class: 'definition' },
     item('f.serviceName', job.serviceName),
+    item('f.serviceGroup', job.serviceGroup || undefined),
     item('f.handler', job.handler),
     item('f.cron', schedule(job)),
     item('f.timezone', job.timezone),

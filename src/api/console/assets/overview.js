@@ -41,7 +41,8 @@ function view(o) {
           h('th', {}, t('overview.service')), h('th', { class: 'num' }, t('overview.serviceJobs')),
           h('th', {}, t('overview.serviceInstances')))),
         h('tbody', {}, o.executors.map((s) => h('tr', { class: s.instances.length ? '' : 'row-bad' },
-          h('td', {}, h('a', { href: `#/jobs?serviceName=${encodeURIComponent(s.serviceName)}` }, s.serviceName)),
+          h('td', {}, h('a', { href: `#/jobs?serviceName=${encodeURIComponent(s.serviceName)}` }, s.serviceName),
+            s.serviceGroup ? h('span', { class: 'muted' }, ` (${t('f.serviceGroup')}: ${s.serviceGroup})`) : null),
           h('td', { class: 'num' }, String(s.jobs)),
           h('td', {}, s.instances.length ? s.instances.join(', ') : h('span', { class: 'bad-text' }, t('overview.noExecutors')))))))));
 }
