@@ -64,6 +64,7 @@ impl Application {
         let cluster = Arc::new(ClusterState::new(settings.scheduler.ownership));
         let job_changes = Arc::new(tokio::sync::Notify::new());
         let book = Arc::new(JobBook::default());
+        let calendars = Arc::new(settings.calendars()?);
         let (dispatcher, owed) = Dispatcher::start(
             &settings,
             dispatch_stages::Parts {
@@ -89,6 +90,7 @@ impl Application {
                 job_changes: job_changes.clone(),
                 owed,
                 book: book.clone(),
+                calendars: calendars.clone(),
             },
         )
         .await
@@ -115,6 +117,7 @@ impl Application {
             discovery,
             cluster,
             alerts,
+            calendars,
         };
         warn_if_open(&state);
         Ok(Self {

@@ -133,6 +133,11 @@ fn property_rules() -> Vec<(&'static str, &'static str, Value)> {
             }),
         ),
         (
+            "JobRequest",
+            "calendar",
+            json!({"minLength": 1, "maxLength": ChannelName::MAX_LEN, "pattern": ChannelName::PATTERN}),
+        ),
+        (
             "ResultReport",
             "message",
             json!({"maxLength": MAX_REPORT_MESSAGE}),
@@ -156,6 +161,10 @@ fn param_rules() -> Vec<(&'static str, Value)> {
             json!({"minLength": 1, "maxLength": MAX_EXECUTOR_LEN}),
         ),
         ("serviceName", json!({"maxLength": MAX_FILTER_LEN})),
+        (
+            "calendar",
+            json!({"minLength": 1, "maxLength": ChannelName::MAX_LEN, "pattern": ChannelName::PATTERN}),
+        ),
         ("namePrefix", json!({"maxLength": MAX_FILTER_LEN})),
     ]
 }

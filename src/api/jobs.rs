@@ -58,6 +58,8 @@ pub struct JobView {
     pub child_jobs: Vec<String>,
     /// Alert channels; empty means `alerts.default_channels`.
     pub alert_channels: Vec<String>,
+    /// The calendar whose excluded dates the job does not fire on; null: every date.
+    pub calendar: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: Option<String>,
@@ -91,6 +93,7 @@ impl From<JobDefinition> for JobView {
             overlap_policy: s.overlap_policy,
             child_jobs: s.child_jobs.iter().map(ToString::to_string).collect(),
             alert_channels: s.alert_channels.iter().map(ToString::to_string).collect(),
+            calendar: s.calendar.map(|c| c.to_string()),
             created_at: j.created_at,
             updated_at: j.updated_at,
             created_by: j.created_by,
@@ -100,11 +103,17 @@ impl From<JobDefinition> for JobView {
     }
 }
 
-/// Rejects unknown child jobs, child cycles and unknown alert channels, naming the field.
+/// Rejects unknown child jobs, child cycles, unknown alert channels and an unknown calendar,
+/// naming the field.
 async fn check_references(state: &AppState, spec: &JobSpec) -> Result<(), ApiError> {
     let channels = state.settings.alerts.channel_names();
+    let calendars: Vec<&str> = state.calendars.keys().map(String::as_str).collect();
+    let configured = links::Configured {
+        channels: &channels,
+        calendars: &calendars,
+    };
     let store = state.store.clone();
-    let errors = links::check_references(spec, &channels, |name| {
+    let errors = links::check_references(spec, configured, |name| {
         let store = store.clone();
         async move { Ok::<_, StoreError>(store.get_job(&name).await?.map(|j| j.spec.child_jobs)) }
     })
@@ -448,8 +457,10 @@ pub struct NextFireTimes {
 }
 
 impl NextFireTimes {
+    /// The next `count` instants of `schedule` (its cron in `tz`, minus its calendar's
+    /// excluded dates).
     pub fn compute(
-        cron: &crate::jobs::CronSchedule,
+        schedule: crate::jobs::Schedule<'_>,
         tz: crate::jobs::TimeZoneName,
         count: Option<u32>,
         now: DateTime<Utc>,
@@ -461,9 +472,9 @@ impl NextFireTimes {
                 format!("must be between 1 and {MAX_FIRE_TIMES}"),
             ));
         }
-        let times = cron.upcoming(now, tz.tz(), count as usize);
+        let times = schedule.upcoming(now, count as usize);
         Ok(Self {
-            cron: cron.as_str().to_string(),
+            cron: schedule.cron.as_str().to_string(),
             timezone: tz.name().to_string(),
             local_fire_times: times
                 .iter()
@@ -494,7 +505,7 @@ async fn next_fire_times(
         .await?
         .ok_or_else(|| ApiError::job_not_found(&name))?;
     Ok(axum::Json(NextFireTimes::compute(
-        &job.spec.cron,
+        job.spec.schedule(&state.calendars),
         job.spec.timezone,
         p.count,
         state.clock.now(),

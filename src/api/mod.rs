@@ -62,6 +62,8 @@ pub struct AppState {
     pub tokens: Arc<auth::Tokens>,
     /// Raises alerts (failures, skipped fires, no executor, recoveries) without blocking.
     pub alerts: Arc<crate::alerts::Alerts>,
+    /// The calendars jobs may name (`[[calendars]]`).
+    pub calendars: Arc<crate::jobs::Calendars>,
 }
 
 impl AppState {

@@ -8,6 +8,7 @@
 
 mod alerts;
 mod auth;
+mod calendars;
 mod compensation;
 mod database;
 mod discovery;
@@ -29,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use alerts::{AlertsSettings, ChannelKind, ChannelSettings};
 pub use auth::{AuthSettings, Role, TokenSettings};
+pub use calendars::CalendarSettings;
 pub use compensation::CompensationSettings;
 pub use database::DatabaseSettings;
 pub use discovery::{DiscoveryMode, DiscoverySettings, NacosSettings, namespace_id};
@@ -57,6 +59,8 @@ pub struct Settings {
     pub log: LogSettings,
     pub alerts: AlertsSettings,
     pub retention: RetentionSettings,
+    /// Named sets of excluded dates jobs may name (`[[calendars]]`).
+    pub calendars: Vec<CalendarSettings>,
 }
 
 fn nonzero(n: u64) -> NonZeroU64 {
@@ -204,6 +208,7 @@ impl Settings {
         self.log.validate()?;
         self.alerts.validate()?;
         self.retention.validate()?;
+        self.calendars()?;
         if self.auth.enabled
             && self.auth.tokens.is_empty()
             && self.discovery.mode == DiscoveryMode::Nacos
@@ -214,6 +219,11 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+
+    /// The configured calendars, checked, by name.
+    pub fn calendars(&self) -> Result<crate::jobs::Calendars, ConfigError> {
+        calendars::calendars(&self.calendars)
     }
 
     /// The effective settings as TOML, secrets shown as [`REDACTED`] (`jobflow check-config`).

@@ -54,6 +54,7 @@ pub struct JobDocumentSync {
     job_changes: Arc<Notify>,
     default_tz: TimeZoneName,
     channels: Vec<String>,
+    calendars: Vec<String>,
     /// Recorded as created_by / updated_by of the jobs it writes.
     actor: String,
 }
@@ -92,6 +93,7 @@ impl JobDocumentSync {
                 .into_iter()
                 .map(String::from)
                 .collect(),
+            calendars: settings.calendars.iter().map(|c| c.name.clone()).collect(),
             actor: format!("nacos:{}/{}", nacos.jobs_group, nacos.jobs_data_id),
         }))
     }
@@ -163,8 +165,8 @@ impl JobDocumentSync {
         })
     }
 
-    /// What the entries refer to outside themselves: alert channels must be configured; child
-    /// jobs must be in the document or be API jobs, without a cycle.
+    /// What the entries refer to outside themselves: alert channels and calendars must be
+    /// configured; child jobs must be in the document or be API jobs, without a cycle.
     async fn reference_errors(&self, doc: &JobDocument) -> Result<Vec<EntryError>, StoreError> {
         let named: HashSet<&str> = doc.jobs.iter().map(|j| j.spec.name.as_str()).collect();
         // The jobs as they will be: API jobs the document does not take over, and its own.
@@ -181,22 +183,17 @@ impl JobDocumentSync {
                 .iter()
                 .map(|j| (j.spec.name.to_string(), j.spec.child_jobs.clone())),
         );
+        let channels: Vec<&str> = self.channels.iter().map(String::as_str).collect();
+        let calendars: Vec<&str> = self.calendars.iter().map(String::as_str).collect();
+        let configured = links::Configured {
+            channels: &channels,
+            calendars: &calendars,
+        };
         let mut problems = Vec::new();
         for (index, job) in doc.jobs.iter().enumerate() {
             let spec = &job.spec;
             let mut errors = Vec::new();
-            let unknown: Vec<&str> = spec
-                .alert_channels
-                .iter()
-                .map(|c| c.as_str())
-                .filter(|c| !self.channels.iter().any(|k| k == c))
-                .collect();
-            if !unknown.is_empty() {
-                errors.push(FieldError::new(
-                    "alertChannels",
-                    format!("unknown alert channel(s) {}", unknown.join(", ")),
-                ));
-            }
+            errors.extend(links::unconfigured(spec, configured));
             let missing: Vec<&str> = spec
                 .child_jobs
                 .iter()

@@ -30,7 +30,7 @@ use crate::clock::Clock;
 use crate::config::{OwnershipStrategy, Settings};
 use crate::discovery::Discovery;
 use crate::dispatch::{Dispatcher, Fire, Owed};
-use crate::jobs::{JobBook, JobDefinition};
+use crate::jobs::{Calendars, JobBook, JobDefinition};
 use crate::store::{JobChanges, Store, StoreError};
 use ownership::OwnershipRing;
 use timers::{DueFire, FireSchedule, MisfireRules, Step};
@@ -101,6 +101,8 @@ pub struct Engine {
     /// revision they are complete up to; shared with the dispatcher, which checks fires
     /// against it at their instant.
     book: Arc<JobBook>,
+    /// The calendars jobs may name.
+    calendars: Arc<Calendars>,
 }
 
 /// What the engine is built from.
@@ -113,6 +115,7 @@ pub struct EngineParts {
     pub job_changes: Arc<Notify>,
     pub owed: mpsc::UnboundedReceiver<Owed>,
     pub book: Arc<JobBook>,
+    pub calendars: Arc<Calendars>,
 }
 
 impl Engine {
@@ -128,6 +131,7 @@ impl Engine {
             job_changes,
             owed,
             book,
+            calendars,
         } = parts;
         // The revision first: changes made after it (maybe read by the load) come again in
         // the first incremental reload, which applies them as no-ops.
@@ -153,13 +157,14 @@ impl Engine {
             ahead: chrono::Duration::milliseconds(settings.scheduler.claim_ahead_millis as i64),
             refresh: Duration::from_millis(settings.scheduler.job_refresh_millis.get()),
             book,
+            calendars,
         })
     }
 
     pub async fn run(mut self, cancel: CancellationToken) {
         let mut members = self.discovery.schedulers();
         let mut members_open = true;
-        let mut schedule = FireSchedule::default();
+        let mut schedule = FireSchedule::new(self.calendars.clone());
         let mut due = VecDeque::new();
         let mut owed_back = Vec::new();
         let mut resync = true;
@@ -243,7 +248,13 @@ impl Engine {
                 // A fire this instance claimed for a job that has moved since: the new owner
                 // starts after the claimed instant, so it is fired here, under the current
                 // definition (the fire claim still makes it once).
-                let step = timers::owed_from(&job, owed.from, self.clock.now(), self.rules);
+                let step = timers::owed_from(
+                    &job,
+                    &self.calendars,
+                    owed.from,
+                    self.clock.now(),
+                    self.rules,
+                );
                 self.accept(step, due);
             }
         }
@@ -377,7 +388,8 @@ impl Engine {
             self.withdraw_if_changed(&ring, name);
         }
         let now = self.clock.now();
-        let last_fired = self.last_fires(&gaining(schedule, &owned, now), now).await;
+        let gains = gaining(schedule, &owned, &self.calendars, now);
+        let last_fired = self.last_fires(&gains, now).await;
         let step = schedule.apply(owned, &not_owned, now, self.rules, &last_fired);
         if step.gained > 0 || step.lost > 0 {
             tracing::debug!(
@@ -506,14 +518,16 @@ impl Engine {
 fn gaining<'a>(
     schedule: &FireSchedule,
     owned: &'a [Arc<JobDefinition>],
+    calendars: &Calendars,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<&'a str> {
     owned
         .iter()
         .filter(|j| !schedule.contains(j.name().as_str()))
         .filter(|j| {
-            let (cron, tz) = (&j.spec.cron, j.spec.timezone.tz());
-            cron.next_after(j.enabled_since, tz)
+            j.spec
+                .schedule(calendars)
+                .next_after(j.enabled_since)
                 .is_some_and(|t| t <= now)
         })
         .map(|j| j.name().as_str())

@@ -1,5 +1,6 @@
 //! Save-time checks of what a job refers to outside itself: its child jobs must exist and must
-//! not lead back to it (a cycle would trigger forever), its alert channels must be configured.
+//! not lead back to it (a cycle would trigger forever), its alert channels and its calendar
+//! must be configured.
 //!
 //! These need the stored jobs and the configuration, so they run after `JobSpec::parse`, on
 //! every save path (API, jobs from Nacos config); the stored jobs are read through the
@@ -12,24 +13,23 @@ use std::future::Future;
 
 use super::{FieldError, JobName, JobSpec};
 
-/// The field errors of `spec`'s references (empty when all is well). `channels` are the
-/// names configured under `[[alerts.channels]]`; `children_of(name)` answers the stored job's
-/// children, or `None` when there is no such job.
-pub async fn check_references<F, Fut, E>(
-    spec: &JobSpec,
-    channels: &[&str],
-    mut children_of: F,
-) -> Result<Vec<FieldError>, E>
-where
-    F: FnMut(String) -> Fut,
-    Fut: Future<Output = Result<Option<Vec<JobName>>, E>>,
-{
+/// What a job may name from configuration: alert channels and calendars.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Configured<'a> {
+    /// `[[alerts.channels]]` names.
+    pub channels: &'a [&'a str],
+    /// `[[calendars]]` names.
+    pub calendars: &'a [&'a str],
+}
+
+/// The field errors of what `spec` names from configuration without it being configured.
+pub fn unconfigured(spec: &JobSpec, configured: Configured<'_>) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let unknown: Vec<&str> = spec
         .alert_channels
         .iter()
         .map(|c| c.as_str())
-        .filter(|c| !channels.contains(c))
+        .filter(|c| !configured.channels.contains(c))
         .collect();
     if !unknown.is_empty() {
         errors.push(FieldError::new(
@@ -40,6 +40,32 @@ where
             ),
         ));
     }
+    if let Some(c) = spec
+        .calendar
+        .as_ref()
+        .filter(|c| !configured.calendars.contains(&c.as_str()))
+    {
+        errors.push(FieldError::new(
+            "calendar",
+            format!("unknown calendar `{c}`: configure it under [[calendars]]"),
+        ));
+    }
+    errors
+}
+
+/// The field errors of `spec`'s references (empty when all is well): what it names from
+/// configuration ([`unconfigured`]), and its children: `children_of(name)` answers the
+/// stored job's children, or `None` when there is no such job.
+pub async fn check_references<F, Fut, E>(
+    spec: &JobSpec,
+    configured: Configured<'_>,
+    mut children_of: F,
+) -> Result<Vec<FieldError>, E>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<Option<Vec<JobName>>, E>>,
+{
+    let mut errors = unconfigured(spec, configured);
 
     let mut missing = Vec::new();
     for child in &spec.child_jobs {

@@ -6,6 +6,7 @@
 
 mod addr;
 mod book;
+mod calendar;
 mod document;
 mod execution;
 pub mod links;
@@ -24,6 +25,7 @@ use utoipa::ToSchema;
 
 pub use addr::InstanceAddr;
 pub use book::{ByName, JobBook, JobChange};
+pub use calendar::{Calendar, Calendars, Schedule};
 pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, child_execution_id, execution_id,
@@ -31,7 +33,7 @@ pub use execution::{
 };
 pub use name::{JobName, PathSegment, percent_encoded};
 pub use policies::{
-    ChannelName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, OverlapPolicy, RouteStrategy,
+    CalendarName, ChannelName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, OverlapPolicy, RouteStrategy,
     parse_alert_channels, parse_child_jobs,
 };
 pub use schedule::{CronSchedule, TimeZoneName};
@@ -197,6 +199,10 @@ pub struct JobRequest {
     /// `alerts.default_channels`.
     #[schema(default = json!([]), example = json!(["ops"]))]
     pub alert_channels: Option<Vec<String>>,
+    /// A calendar from `[[calendars]]`: the job does not fire on its excluded dates (in the
+    /// calendar's time zone). Null: every date.
+    #[schema(example = "cn-holidays")]
+    pub calendar: Option<String>,
 }
 
 /// A fully validated job, ready to be stored and scheduled.
@@ -225,6 +231,8 @@ pub struct JobSpec {
     pub child_jobs: Vec<JobName>,
     /// Where this job's alerts go; empty means `alerts.default_channels`.
     pub alert_channels: Vec<ChannelName>,
+    /// Dates the job does not fire on (`[[calendars]]`, checked at save time).
+    pub calendar: Option<CalendarName>,
 }
 
 /// The longest Nacos group name.
@@ -297,6 +305,20 @@ impl Fields {
 }
 
 impl JobSpec {
+    /// The job's instants: its cron in its time zone, minus the excluded dates of its
+    /// calendar among `calendars` (a calendar no longer configured excludes nothing).
+    pub fn schedule<'a>(&'a self, calendars: &'a Calendars) -> Schedule<'a> {
+        Schedule {
+            cron: &self.cron,
+            tz: self.timezone.tz(),
+            calendar: self
+                .calendar
+                .as_ref()
+                .and_then(|c| calendars.get(c.as_str()))
+                .map(|c| c.as_ref()),
+        }
+    }
+
     /// Validates every field of `req`. `name` is the path name on update.
     pub fn parse(
         req: JobRequest,
@@ -345,6 +367,10 @@ impl JobSpec {
             "alertChannels",
             parse_alert_channels(req.alert_channels.as_deref().unwrap_or_default()),
         );
+        let calendar = match req.calendar.as_deref() {
+            None => Some(None),
+            Some(c) => f.take("calendar", CalendarName::parse(c).map(Some)),
+        };
         // Every field is parsed (and every problem noted) before any is required.
         let spec = (|| {
             Some(Self {
@@ -367,6 +393,7 @@ impl JobSpec {
                 overlap_policy: overlap_policy?,
                 child_jobs: child_jobs?,
                 alert_channels: alert_channels?,
+                calendar: calendar?,
             })
         })();
         match spec {

@@ -116,6 +116,9 @@ impl ChannelName {
     }
 }
 
+/// The name of a calendar (`[[calendars]] name`): the rule of channel names.
+pub type CalendarName = ChannelName;
+
 impl fmt::Display for ChannelName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

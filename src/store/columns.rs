@@ -9,8 +9,9 @@ use serde_json::Value;
 use super::StoreError;
 use super::sql::{Arg, Row};
 use crate::jobs::{
-    CronSchedule, Execution, JobDefinition, JobName, JobSpec, NewExecution, PathSegment,
-    ShardParams, TimeZoneName, choose, parse_alert_channels, parse_child_jobs, parse_service_group,
+    CalendarName, CronSchedule, Execution, JobDefinition, JobName, JobSpec, NewExecution,
+    PathSegment, ShardParams, TimeZoneName, choose, parse_alert_channels, parse_child_jobs,
+    parse_service_group,
 };
 
 /// The columns a job's spec is stored in, with their values: what creating a job inserts and
@@ -41,6 +42,10 @@ pub fn spec_columns(spec: &JobSpec) -> Vec<(&'static str, Arg)> {
         ("overlap_policy", spec.overlap_policy.as_str().into()),
         ("child_jobs", name_list(&spec.child_jobs).into()),
         ("alert_channels", name_list(&spec.alert_channels).into()),
+        (
+            "calendar",
+            spec.calendar.as_ref().map(|c| c.as_str()).into(),
+        ),
     ]
 }
 
@@ -86,6 +91,11 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
         alert_channels: parse_name_list(row.get("alert_channels")?)
             .and_then(|v| parse_alert_channels(&v))
             .map_err(|m| err("alert_channels", m))?,
+        calendar: row
+            .get::<Option<String>>("calendar")?
+            .map(|c| CalendarName::parse(&c))
+            .transpose()
+            .map_err(|m| err("calendar", m))?,
     };
     let updated_at: DateTime<Utc> = row.get("updated_at")?;
     Ok(JobDefinition {

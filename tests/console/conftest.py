@@ -120,6 +120,10 @@ role = "viewer"
 token_env = "CONSOLE_VIEWER_TOKEN"
 [executors.static]
 demo = ["127.0.0.1:{executor_port}"]
+[[calendars]]
+name = "cn-holidays"
+timezone = "Asia/Shanghai"
+exclude = ["2099-10-01/2099-10-07"]
 """)
     env.update({
         "CONSOLE_ADMIN_TOKEN": ADMIN,

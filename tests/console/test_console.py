@@ -117,7 +117,7 @@ def test_create_trigger_and_see_the_execution_succeed(page, server):
     assert done["executorInstance"] == server.executor, done
 
 
-def test_a_job_named_in_chinese_in_its_own_nacos_group_round_trips_through_the_form(page, server):
+def test_a_job_named_in_chinese_with_its_own_group_and_calendar_round_trips_through_the_form(page, server):
     name, path = "订单对账", "/api/v1/jobs/%E8%AE%A2%E5%8D%95%E5%AF%B9%E8%B4%A6"
     sign_in(page, server)
     nav(page, "Jobs").click()
@@ -127,10 +127,16 @@ def test_a_job_named_in_chinese_in_its_own_nacos_group_round_trips_through_the_f
     page.get_by_label("Nacos group").fill("payments")
     page.get_by_label("Handler").fill("succeed")
     page.get_by_label("Cron").fill("0 30 4 * * ?")
+    # A calendar that is not configured is named beside its field by the preview.
+    page.get_by_label("Calendar").fill("no-such-calendar")
+    expect(page.locator("#err-calendar")).to_contain_text("unknown calendar")
+    page.get_by_label("Calendar").fill("cn-holidays")
+    expect(page.locator(".preview li")).to_have_count(5)
     page.get_by_role("button", name="Save").click()
     expect(page.get_by_role("heading", name=name)).to_be_visible()
     status, job = server.call("GET", path)
     assert status == 200 and job["name"] == name and job["serviceGroup"] == "payments", job
+    assert job["calendar"] == "cn-holidays", job
 
     # An edit that does not touch the group keeps it (the form sends the whole job).
     page.get_by_role("link", name="Edit").click()
@@ -140,6 +146,7 @@ def test_a_job_named_in_chinese_in_its_own_nacos_group_round_trips_through_the_f
     expect(page.get_by_role("heading", name=name)).to_be_visible()
     status, job = server.call("GET", path)
     assert job["cron"] == "0 45 4 * * ?" and job["serviceGroup"] == "payments", job
+    assert job["calendar"] == "cn-holidays", job
 
     # Listed, and reached from the list by its link.
     nav(page, "Jobs").click()

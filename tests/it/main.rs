@@ -13,6 +13,7 @@ mod api_execution_search;
 mod api_hostile;
 mod api_jobs;
 mod api_misc;
+mod calendars;
 mod claim_ahead;
 mod console;
 mod demo_e2e;

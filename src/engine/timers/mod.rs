@@ -14,13 +14,16 @@
 //! disabled is not owed) are owed; other edits do not cancel a catch-up. When an owned job is
 //! changed, the new definition's instants from the old schedule's next instant on are owed
 //! under the same rules, so an edit landing just before (or around) a fire never loses it.
+//!
+//! A job's instants are its cron's in its time zone, minus the excluded dates of the calendar
+//! it names ([`Schedule`]): an excluded instant is neither fired nor owed.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::jobs::{ByName, JobDefinition, MisfirePolicy};
+use crate::jobs::{ByName, Calendars, JobDefinition, MisfirePolicy, Schedule};
 
 #[derive(Debug, Clone, Copy)]
 pub struct MisfireRules {
@@ -60,9 +63,19 @@ pub struct FireSchedule {
     queue: BTreeSet<(DateTime<Utc>, ByName)>,
     /// Every owned job and its next instant (`None`: it never fires again).
     entries: HashMap<ByName, Option<DateTime<Utc>>>,
+    /// The calendars jobs may name.
+    calendars: Arc<Calendars>,
 }
 
 impl FireSchedule {
+    /// An empty schedule whose jobs may name `calendars`.
+    pub fn new(calendars: Arc<Calendars>) -> Self {
+        Self {
+            calendars,
+            ..Self::default()
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -151,7 +164,14 @@ impl FireSchedule {
                 let after = prev.map_or(now, |n| n - Duration::milliseconds(1));
                 self.remove(name);
                 if after < now {
-                    owed(&job, after, now, rules, step);
+                    owed(
+                        &job,
+                        job.spec.schedule(&self.calendars),
+                        after,
+                        now,
+                        rules,
+                        step,
+                    );
                 }
                 self.insert(job, now);
             }
@@ -161,7 +181,14 @@ impl FireSchedule {
                     Some(last) => job.enabled_since.max(*last),
                     None => job.enabled_since,
                 };
-                owed(&job, after, now, rules, step);
+                owed(
+                    &job,
+                    job.spec.schedule(&self.calendars),
+                    after,
+                    now,
+                    rules,
+                    step,
+                );
                 // A fire the previous owner claimed ahead of its instant is its to call:
                 // this schedule starts after it.
                 self.insert(job, after.max(now));
@@ -200,8 +227,8 @@ impl FireSchedule {
                 continue;
             };
             let job = key.0.clone();
-            let (cron, tz) = (&job.spec.cron, job.spec.timezone.tz());
-            let following = cron.next_after(scheduled, tz);
+            let schedule = job.spec.schedule(&self.calendars);
+            let following = schedule.next_after(scheduled);
             if following.is_none_or(|f| f > now) && now - scheduled <= rules.tolerance {
                 // The common case: exactly this instant is due, on time. One cron search.
                 *next = following;
@@ -211,9 +238,10 @@ impl FireSchedule {
                     misfire: false,
                 });
             } else {
-                *next = cron.next_after(now, tz);
+                *next = schedule.next_after(now);
                 owed(
                     &job,
+                    schedule,
                     scheduled - Duration::milliseconds(1),
                     now,
                     rules,
@@ -248,7 +276,7 @@ impl FireSchedule {
     }
 
     fn insert(&mut self, job: Arc<JobDefinition>, now: DateTime<Utc>) {
-        let next = job.spec.cron.next_after(now, job.spec.timezone.tz());
+        let next = job.spec.schedule(&self.calendars).next_after(now);
         self.put(job, next);
     }
 
@@ -275,29 +303,38 @@ impl FireSchedule {
 /// job this schedule does not hold (see `Engine::reload`).
 pub fn owed_from(
     job: &Arc<JobDefinition>,
+    calendars: &Calendars,
     from: DateTime<Utc>,
     now: DateTime<Utc>,
     rules: MisfireRules,
 ) -> Step {
     let mut step = Step::default();
-    owed(job, from - Duration::milliseconds(1), now, rules, &mut step);
+    let schedule = job.spec.schedule(calendars);
+    owed(
+        job,
+        schedule,
+        from - Duration::milliseconds(1),
+        now,
+        rules,
+        &mut step,
+    );
     step
 }
 
 /// Adds the fires owed for `job`'s instants in `(after, now]` under the misfire rules.
 fn owed(
     job: &Arc<JobDefinition>,
+    schedule: Schedule<'_>,
     after: DateTime<Utc>,
     now: DateTime<Utc>,
     rules: MisfireRules,
     step: &mut Step,
 ) {
-    let (cron, tz) = (&job.spec.cron, job.spec.timezone.tz());
     let on_time_from = now - rules.tolerance;
     // The latest instant that is more than `tolerance` late: at most one such fire is owed.
     // (Skipped on the common path, a wake-up right at the scheduled instant.)
     let late = (after < on_time_from)
-        .then(|| cron.latest_at_or_before(on_time_from - Duration::milliseconds(1), tz))
+        .then(|| schedule.latest_at_or_before(on_time_from - Duration::milliseconds(1)))
         .flatten();
     if let Some(late) = late.filter(|l| *l > after) {
         if now - late <= rules.threshold && job.spec.misfire_policy == MisfirePolicy::FireOnceNow {
@@ -315,7 +352,7 @@ fn owed(
     }
     // Every instant within the tolerance, oldest first.
     let mut cursor = after.max(on_time_from - Duration::milliseconds(1));
-    while let Some(t) = cron.next_after(cursor, tz).filter(|t| *t <= now) {
+    while let Some(t) = schedule.next_after(cursor).filter(|t| *t <= now) {
         if t > after {
             step.due.push(DueFire {
                 job: job.clone(),

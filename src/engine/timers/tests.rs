@@ -476,3 +476,42 @@ fn a_job_gained_in_a_delta_gets_the_catch_up_rules() {
         [("b".into(), "2024-01-01T01:01:00+00:00".into(), false)]
     );
 }
+
+#[test]
+fn a_job_naming_a_calendar_is_neither_fired_nor_owed_on_its_excluded_dates() {
+    let holidays =
+        crate::jobs::Calendar::parse(chrono_tz::Tz::UTC, &["2024-01-02/2024-01-03".to_string()])
+            .unwrap();
+    let calendars: Calendars = [("holidays".to_string(), Arc::new(holidays))].into();
+    let mut s = FireSchedule::new(Arc::new(calendars));
+    let body = serde_json::json!({
+        "name": "daily", "serviceName": "s", "handler": "h", "cron": "0 0 2 * * ?",
+        "calendar": "holidays"
+    });
+    let daily = Arc::new(JobDefinition::stored(body, t("2024-01-01T00:00:00Z")));
+    s.sync([daily], t("2024-01-01T03:00:00Z"), RULES, &HashMap::new());
+    assert_eq!(
+        s.next_deadline(),
+        Some(t("2024-01-04T02:00:00Z")),
+        "the 2nd and the 3rd are excluded"
+    );
+    // On the 4th: its own instant, and nothing for the excluded dates before it.
+    let step = s.take_due(t("2024-01-04T02:00:01Z"), RULES, usize::MAX);
+    assert_eq!(
+        fires(&step),
+        [("daily".into(), "2024-01-04T02:00:00+00:00".into(), false)]
+    );
+    // Owed again from the 2nd (its fires withdrawn): only allowed instants come back.
+    let job = s.entries.keys().next().unwrap().0.clone();
+    let step = owed_from(
+        &job,
+        &s.calendars,
+        t("2024-01-02T00:00:00Z"),
+        t("2024-01-04T02:00:02Z"),
+        RULES,
+    );
+    assert_eq!(
+        fires(&step),
+        [("daily".into(), "2024-01-04T02:00:00+00:00".into(), false)]
+    );
+}

@@ -25,7 +25,7 @@ export async function jobFormPage(name) {
     name: '', serviceName: '', serviceGroup: null, handler: '', cron: '0 0 * * * ?', timezone: '', enabled: true,
     shardCount: 1, shardStrategy: 'MOD_HASH', shardParams: null, jobParams: null,
     timeoutSeconds: 300, maxRetry: 3, misfirePolicy: 'FIRE_ONCE_NOW', description: '',
-    routeStrategy: 'ROUND_ROBIN', overlapPolicy: 'ALLOW', childJobs: [], alertChannels: [],
+    routeStrategy: 'ROUND_ROBIN', overlapPolicy: 'ALLOW', childJobs: [], alertChannels: [], calendar: null,
   };
   const c = {
     name: h('input', { type: 'text', value: v.name, required: true, maxlength: 100, readOnly: !!job }),
@@ -34,6 +34,7 @@ export async function jobFormPage(name) {
     handler: h('input', { type: 'text', value: v.handler, required: true }),
     cron: h('input', { type: 'text', value: v.cron, required: true, class: 'mono', autocomplete: 'off' }),
     timezone: h('input', { type: 'text', value: v.timezone, placeholder: 'UTC' }),
+    calendar: h('input', { type: 'text', value: v.calendar || '', placeholder: t('f.calendarNone'), maxlength: 64 }),
     enabled: h('input', { type: 'checkbox', checked: v.enabled }),
     shardCount: h('input', { type: 'number', value: String(v.shardCount), min: 1, max: 10000 }),
     shardStrategy: select(['MOD_HASH', 'RANGE', 'CUSTOM'], v.shardStrategy),
@@ -57,10 +58,11 @@ export async function jobFormPage(name) {
     const cron = c.cron.value.trim();
     if (!cron) return mount(preview);
     try {
-      const next = await api('GET', `/cron/next-fire-times${query({ cron, timezone: c.timezone.value.trim(), count: 5 })}`);
+      const next = await api('GET', `/cron/next-fire-times${query({ cron, timezone: c.timezone.value.trim(), calendar: c.calendar.value.trim(), count: 5 })}`);
       if (seq !== previewSeq) return undefined;
       setError('cron', '');
       setError('timezone', '');
+      setError('calendar', '');
       const words = cronWords(cron);
       return mount(preview,
         h('p', { class: 'hint' }, t('form.preview'), words ? ` (${words})` : '', ':'),
@@ -68,9 +70,10 @@ export async function jobFormPage(name) {
     } catch (err) {
       if (seq !== previewSeq) return undefined;
       mount(preview);
-      if (err.fields.cron || err.fields.timezone) {
+      if (err.fields.cron || err.fields.timezone || err.fields.calendar) {
         setError('cron', err.fields.cron || '');
         setError('timezone', err.fields.timezone || '');
+        setError('calendar', err.fields.calendar || '');
       }
       return undefined;
     }
@@ -81,6 +84,7 @@ export async function jobFormPage(name) {
   };
   c.cron.addEventListener('input', schedulePreview);
   c.timezone.addEventListener('input', schedulePreview);
+  c.calendar.addEventListener('input', schedulePreview);
 
   const general = h('div', {});
   const form = h('form', { class: 'card job-form', novalidate: true, onsubmit: (ev) => { ev.preventDefault(); save(); } },
@@ -91,6 +95,7 @@ export async function jobFormPage(name) {
     field('cron', t('f.cron'), c.cron, t('form.previewHint')),
     preview,
     field('timezone', t('f.timezone'), c.timezone),
+    field('calendar', t('f.calendar'), c.calendar),
     h('div', { class: 'field checkbox' }, c.enabled, h('label', { for: 'f-enabled' }, t('f.enabled')),
       h('p', { class: 'field-error', id: 'err-enabled', 'data-field': 'enabled' })),
     h('div', { class: 'row' },
@@ -161,6 +166,8 @@ export async function jobFormPage(name) {
     if (description) b.description = description;
     const group = c.serviceGroup.value.trim();
     if (group) b.serviceGroup = group;
+    const calendar = c.calendar.value.trim();
+    if (calendar) b.calendar = calendar;
     for (const k of Object.keys(b)) if (b[k] === null) delete b[k];
     return { b, errors };
   }

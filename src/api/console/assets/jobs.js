@@ -97,6 +97,7 @@ function definition(job) {
     item('f.handler', job.handler),
     item('f.cron', schedule(job)),
     item('f.timezone', job.timezone),
+    item('f.calendar', job.calendar || undefined),
     item('f.enabled', job.enabled ? t('yes') : t('no')),
     item('f.shardCount', `${job.shardCount} (${job.shardStrategy})`),
     item('f.shardParams', json(job.shardParams)),
