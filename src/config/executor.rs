@@ -3,7 +3,7 @@
 //! are.
 
 use std::collections::BTreeMap;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -71,4 +71,7 @@ pub struct ExecutorsSettings {
     /// Executor addresses per service name, used in standalone mode; parsed once, here.
     #[serde(rename = "static")]
     pub static_: BTreeMap<String, Vec<InstanceAddr>>,
+    /// The most calls in flight to a service from the whole cluster, per service name; each
+    /// scheduler instance takes an equal share, rounded up. Calls beyond it wait.
+    pub limits: BTreeMap<String, NonZeroU32>,
 }

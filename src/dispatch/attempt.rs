@@ -33,6 +33,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
 use super::admission::{Admission, Hold};
+use super::caps::ServiceCaps;
 use super::client::{CallOutcome, ExecutorClient, Probe, excerpt, executor_request};
 use super::rows::no_executor;
 use super::tasks::Tasks;
@@ -72,6 +73,8 @@ pub struct Attempts {
     pub jobs: Arc<dyn JobStore>,
     pub client: ExecutorClient,
     pub admission: Arc<Admission>,
+    /// Per-service concurrency caps (`[executors.limits]`).
+    pub caps: Arc<ServiceCaps>,
     pub tasks: Arc<Tasks>,
     pub outcomes: Outcomes,
     /// How long a PENDING row stays its holder's past its due time.
@@ -129,6 +132,12 @@ impl Attempts {
         if !self.tasks.until_due(row.due_time).await {
             return;
         }
+        // The service's cap first: a capped service waiting for its calls to end never holds
+        // the instance's call slots from the others.
+        let service_slot = tokio::select! {
+            slot = self.caps.slot(job.spec.service_name.as_str()) => slot,
+            _ = self.tasks.halted() => return,
+        };
         let slot = tokio::select! {
             slot = self.admission.call_slot() => slot,
             _ = self.tasks.halted() => return,
@@ -164,6 +173,7 @@ impl Attempts {
             return;
         };
         drop(slot);
+        drop(service_slot);
         let verdict = match outcome {
             Called::Finished(verdict) => verdict,
             Called::Accepted => return,

@@ -30,6 +30,7 @@
 
 mod admission;
 mod attempt;
+mod caps;
 pub mod client;
 mod instant;
 mod launch;
@@ -119,6 +120,10 @@ impl Dispatcher {
             settings.executor.max_in_flight.get(),
         ));
         let tasks = Arc::new(Tasks::new(clock));
+        let caps = caps::ServiceCaps::new(
+            settings.executors.limits.clone(),
+            parts.discovery.schedulers(),
+        );
         let planner = Arc::new(Planner::new(parts.discovery, admission.clone(), retries));
         let waiting = Arc::new(WaitingRoom::default());
         let (owed, owed_rx) = mpsc::unbounded_channel();
@@ -135,6 +140,7 @@ impl Dispatcher {
             jobs: store.clone(),
             client: ExecutorClient::configured(&settings.executor)?,
             admission: admission.clone(),
+            caps,
             tasks: tasks.clone(),
             outcomes: Outcomes::new(
                 clock,

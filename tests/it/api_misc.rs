@@ -60,15 +60,7 @@ async fn health_and_metrics(backend: Backend) {
     assert_eq!(status, 200, "{ready}");
     assert_eq!(ready["checks"]["database"], "UP");
     app.get("/api/v1/jobs/metrics-probe").await;
-    let text = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     assert!(
         text.lines()
             .any(|l| l.starts_with("http_server_requests_seconds_count")

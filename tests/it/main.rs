@@ -14,6 +14,7 @@ mod api_hostile;
 mod api_jobs;
 mod api_misc;
 mod calendars;
+mod caps;
 mod claim_ahead;
 mod console;
 mod demo_e2e;
