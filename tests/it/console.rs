@@ -238,8 +238,8 @@ async fn overview_counts_the_last_hour(backend: Backend) {
     assert_eq!(
         o["executors"],
         json!([
-            {"serviceName": "nobody-serves-this", "jobs": 1, "instances": []},
-            {"serviceName": "svc", "jobs": 2, "instances": [recorder.addr]},
+            {"serviceName": "nobody-serves-this", "serviceGroup": null, "jobs": 1, "instances": []},
+            {"serviceName": "svc", "serviceGroup": null, "jobs": 2, "instances": [recorder.addr]},
         ])
     );
 }
