@@ -40,7 +40,9 @@ use super::tasks::Tasks;
 use super::verdict::{Outcomes, Verdict};
 use crate::clock::Clock;
 use crate::discovery::ExecutorInstance;
-use crate::jobs::{Execution, ExecutionStatus, InstanceAddr, JobDefinition, TriggerType};
+use crate::jobs::{
+    Execution, ExecutionStatus, InstanceAddr, JobDefinition, RouteStrategy, TriggerType,
+};
 use crate::store::{Applied, ExecutionStore, Follow, JobStore, Transition};
 
 use ExecutionStatus::{Cancelled, Pending, Running, Timeout};
@@ -150,7 +152,19 @@ impl Attempts {
             self.conclude(&job, &row, from, verdict, None, &hold).await;
             return;
         }
-        let order = failover_order(&row, &executors);
+        let pinned = job.spec.route_strategy == RouteStrategy::Broadcast;
+        let order = failover_order(&row, &executors, pinned);
+        if order.is_empty() {
+            // A broadcast row whose executor has left: no other executor may run it.
+            let why = format!(
+                "executor {} of this broadcast row is no longer a live instance of `{}`",
+                row.executor_instance.as_deref().unwrap_or("-"),
+                job.spec.service_name
+            );
+            self.conclude(&job, &row, from, Verdict::failed(why), None, &hold)
+                .await;
+            return;
+        }
         let started = self.clock.now();
         let first = order[0].addr.to_string();
         // Set once this attempt's own verdict is written: a RUNNING refused after that was
@@ -470,15 +484,21 @@ enum Called {
 
 /// The executors in the order a row tries them: the one it was planned for while it is live
 /// (the routing strategy's choice), otherwise where its range falls in today's plan; then the
-/// others, in list order from there.
+/// others, in list order from there. A `pinned` row (a broadcast fire's) tries its own
+/// executor only, or none once it has left.
 fn failover_order<'a>(
     row: &Execution,
     executors: &'a [ExecutorInstance],
+    pinned: bool,
 ) -> Vec<&'a ExecutorInstance> {
-    let first = row
+    let planned = row
         .executor_instance
         .as_deref()
-        .and_then(|planned| executors.iter().position(|e| e.addr.as_str() == planned))
+        .and_then(|planned| executors.iter().position(|e| e.addr.as_str() == planned));
+    if pinned {
+        return planned.map(|i| vec![&executors[i]]).unwrap_or_default();
+    }
+    let first = planned
         .or_else(|| super::plan::executor_for(row.shard_start, row.shard_count, executors.len()))
         .unwrap_or(0);
     (0..executors.len())

@@ -19,6 +19,8 @@
 //! - `LEAST_BUSY`: the executor with the fewest executions in flight from this scheduler
 //!   instance; ties go to the first tied executor at or after the round-robin position, so an
 //!   idle pool is still used evenly.
+//! - `BROADCAST`: no choice to make: every live executor gets a row of its own over every
+//!   shard (see [`rows::fire_rows`](super::rows::fire_rows)).
 //!
 //! [`assign`] maps range `i` to executor `(first + i) mod k`; `first` is 0 for a sharded job.
 //! Ranges themselves never depend on the strategy.
@@ -91,7 +93,8 @@ pub fn route(executors: &[&str], input: &RouteInput<'_>) -> Option<usize> {
     }
     let rotation = (input.round_robin % k as u64) as usize;
     Some(match input.strategy {
-        RouteStrategy::First => 0,
+        // Every executor gets a row of its own (see `rows::fire_rows`).
+        RouteStrategy::First | RouteStrategy::Broadcast => 0,
         RouteStrategy::RoundRobin => rotation,
         RouteStrategy::Random => (input.random % k as u64) as usize,
         RouteStrategy::ConsistentHash => executors

@@ -6,8 +6,9 @@ use chrono::{DateTime, Utc};
 use super::plan;
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobDefinition, NewExecution, TriggerType, child_execution_id,
-    execution_id, new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
+    Execution, ExecutionStatus, JobDefinition, NewExecution, RouteStrategy, TriggerType,
+    broadcast_execution_id, child_execution_id, execution_id, new_trace_id, rerun_execution_id,
+    retry_execution_id, triggered_execution_id,
 };
 
 /// One PENDING row per shard range over the live executors (range `i` planned for executor
@@ -60,6 +61,18 @@ pub fn fire_rows(
             job_params: None,
         }
     };
+    if job.spec.route_strategy == RouteStrategy::Broadcast && !executors.is_empty() {
+        // One row per executor over every shard, its id naming the executor.
+        return executors
+            .iter()
+            .map(|e| {
+                let addr = e.addr.to_string();
+                let mut r = row(0, shard_count - 1, Some(addr.clone()));
+                r.execution_id = broadcast_execution_id(&r.execution_id, &addr);
+                r
+            })
+            .collect();
+    }
     let ranges = plan::assign(shard_count, executors.len(), first);
     if ranges.is_empty() {
         return vec![NewExecution {

@@ -161,11 +161,19 @@ pub fn rerun_execution_id(finished: &str, trace_id: &str) -> String {
     format!("{first}#x{trace_id}")
 }
 
-/// The fire an execution id belongs to: the id without its suffixes (`#…`) and its range
-/// (`:{start}-{end}`). Job names may hold `:`, so the range is cut at the last one.
+/// The fire an execution id belongs to: the id without its suffixes (`#…`), its executor
+/// (`@…`, a broadcast fire's) and its range (`:{start}-{end}`). Job names hold neither `#`
+/// nor `@`, but may hold `:`, so the range is cut at the last one.
 pub fn fire_key(execution_id: &str) -> &str {
     let first = execution_id.split('#').next().unwrap_or(execution_id);
+    let first = first.split('@').next().unwrap_or(first);
     first.rsplit_once(':').map_or(first, |(fire, _)| fire)
+}
+
+/// The id of a broadcast fire's row for the executor `addr`: the range's id plus `@{addr}`,
+/// so every executor's row of one fire is unique, and shares its [`fire_key`].
+pub fn broadcast_execution_id(range_id: &str, addr: &str) -> String {
+    format!("{range_id}@{addr}")
 }
 
 /// A W3C-compatible trace id: 32 lower-case hex digits, never all zero.

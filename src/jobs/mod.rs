@@ -28,8 +28,9 @@ pub use book::{ByName, JobBook, JobChange};
 pub use calendar::{Calendar, Calendars, Schedule};
 pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
-    Execution, ExecutionStatus, NewExecution, TriggerType, child_execution_id, execution_id,
-    fire_key, new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
+    Execution, ExecutionStatus, NewExecution, TriggerType, broadcast_execution_id,
+    child_execution_id, execution_id, fire_key, new_trace_id, rerun_execution_id,
+    retry_execution_id, triggered_execution_id,
 };
 pub use name::{JobName, PathSegment, percent_encoded};
 pub use policies::{
@@ -257,6 +258,9 @@ pub fn parse_service_group(raw: &str) -> Result<String, String> {
 }
 
 pub const MAX_SHARD_COUNT: i64 = 10_000;
+/// The longest name of a `BROADCAST` job: its execution ids add the executor's address, and
+/// must still fit their 200 characters with every suffix.
+pub const MAX_BROADCAST_NAME: usize = 70;
 pub const MAX_TIMEOUT_SECONDS: i64 = 86_400;
 pub const MAX_RETRY: i64 = 100;
 pub const MAX_DESCRIPTION: usize = 500;
@@ -358,6 +362,16 @@ impl JobSpec {
         );
         let misfire_policy = f.choice("misfirePolicy", req.misfire_policy.as_deref());
         let route_strategy = f.choice("routeStrategy", req.route_strategy.as_deref());
+        if route_strategy == Some(RouteStrategy::Broadcast)
+            && name
+                .as_ref()
+                .is_some_and(|n| n.as_str().chars().count() > MAX_BROADCAST_NAME)
+        {
+            let why = format!(
+                "BROADCAST needs a job name of at most {MAX_BROADCAST_NAME} characters (its execution ids carry the executor's address)"
+            );
+            f.check("routeStrategy", Err(why));
+        }
         let overlap_policy = f.choice("overlapPolicy", req.overlap_policy.as_deref());
         let child_jobs = f.take(
             "childJobs",

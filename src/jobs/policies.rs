@@ -43,6 +43,9 @@ pub enum RouteStrategy {
     ConsistentHash,
     /// The executor with the fewest executions in flight from this scheduler instance.
     LeastBusy,
+    /// Every live executor runs the whole job: one row per executor, each over every shard,
+    /// pinned to its executor (no fail-over to another, which has a row of its own).
+    Broadcast,
 }
 
 impl RouteStrategy {

@@ -402,16 +402,25 @@ async fn trigger_children(
             e.job_name == children.parent_job && fire_key(&e.execution_id) == children.parent_fire
         })
         .collect();
-    // The fire's ranges are those of its first attempts; each must have a SUCCESS.
-    let ranges: BTreeSet<(u32, u32)> = fire
+    // The fire's ranges are those of its first attempts (a broadcast fire has one per
+    // executor), each named by its id, which its retries and re-runs extend after a `#`;
+    // each must have a SUCCESS.
+    let series = |e: &Execution| {
+        e.execution_id
+            .split('#')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let ranges: BTreeSet<String> = fire
         .iter()
-        .filter(|e| e.retry_count == 0)
-        .map(|e| (e.shard_start, e.shard_end))
+        .filter(|e| e.retry_count == 0 && !e.execution_id.contains('#'))
+        .map(series)
         .collect();
-    let succeeded: BTreeSet<(u32, u32)> = fire
+    let succeeded: BTreeSet<String> = fire
         .iter()
         .filter(|e| e.status == ExecutionStatus::Success)
-        .map(|e| (e.shard_start, e.shard_end))
+        .map(series)
         .collect();
     if ranges.is_empty() || !ranges.is_subset(&succeeded) {
         return Ok(Vec::new());

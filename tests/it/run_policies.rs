@@ -16,6 +16,7 @@ use crate::helpers::{
 use crate::recorder::{Recorder, Reply};
 
 backend_tests!(
+    a_broadcast_job_runs_whole_on_every_executor_and_its_children_once_after_all,
     round_robin_spreads_unsharded_fires_over_the_executors,
     first_hash_random_and_least_busy_route_as_documented,
     a_sharded_jobs_ranges_stay_on_their_executors_whatever_the_route,
@@ -819,4 +820,76 @@ async fn failure_recovery_and_no_executor_raise_their_alerts(backend: Backend) {
         1,
         "one recovery, not one per success: {recovered:?}"
     );
+}
+
+/// `BROADCAST`: a fire of a job with 4 shards reaches each of three executors once,
+/// each call over every shard (0-3), one row per executor named by its address; the child
+/// is triggered once, after the last executor's SUCCESS. A name too long for the ids is
+/// refused, naming `routeStrategy`.
+async fn a_broadcast_job_runs_whole_on_every_executor_and_its_children_once_after_all(
+    backend: Backend,
+) {
+    let recorders = [
+        Recorder::start().await,
+        Recorder::slow_for("p", Duration::from_millis(300)).await,
+        Recorder::start().await,
+    ];
+    let addrs: Vec<String> = recorders.iter().map(|r| r.addr.clone()).collect();
+    let (a, _b) = pair(backend, addrs.clone()).await;
+    parent_with_child(&a, json!({"routeStrategy": "BROADCAST", "shardCount": 4})).await;
+    let rows = trigger(&a, "parent", None).await;
+    assert_eq!(rows.len(), 3, "one row per executor: {rows:?}");
+    let mut named: Vec<String> = rows
+        .iter()
+        .map(|r| r["executorInstance"].as_str().unwrap().to_string())
+        .collect();
+    named.sort();
+    let mut sorted = addrs.clone();
+    sorted.sort();
+    assert_eq!(named, sorted);
+    for r in &rows {
+        let id = r["executionId"].as_str().unwrap();
+        assert!(
+            id.ends_with(&format!("@{}", r["executorInstance"].as_str().unwrap())),
+            "{id}"
+        );
+        assert_eq!((&r["shardStart"], &r["shardEnd"]), (&json!(0), &json!(3)));
+    }
+    let child = eventually(Duration::from_secs(10), "the child run", || async {
+        let rows = a.executions("child").await;
+        (rows.len() == 1 && rows[0]["status"] == "SUCCESS").then(|| rows[0].clone())
+    })
+    .await;
+    for r in &recorders {
+        let calls: Vec<_> = r.calls().into_iter().filter(|c| c.handler == "p").collect();
+        assert_eq!(calls.len(), 1, "{}", r.addr);
+        assert_eq!(calls[0].range(), (0, 3));
+        assert_eq!(calls[0].header("x-shard-count"), "4");
+    }
+    // The child came after every executor's SUCCESS, the slow one's too.
+    let parents = a.executions("parent").await;
+    assert!(
+        parents.iter().all(|p| p["status"] == "SUCCESS"),
+        "{parents:?}"
+    );
+    let last_success = parents
+        .iter()
+        .map(|p| p["finishTime"].as_str().unwrap().to_string())
+        .max()
+        .unwrap();
+    assert!(
+        child["triggerTime"].as_str().unwrap() >= last_success.as_str(),
+        "{child}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(a.executions("child").await.len(), 1, "triggered once");
+    let (status, problem) = a
+        .post(
+            "/api/v1/jobs",
+            &json!({"name": "b".repeat(71), "serviceName": "svc", "handler": "p",
+                "cron": "0 0 3 1 1 ?", "routeStrategy": "BROADCAST"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{problem}");
+    assert_eq!(crate::helpers::problem_fields(&problem), ["routeStrategy"]);
 }
