@@ -342,6 +342,23 @@ async fn cluster_scenarios() {
     println!("across the SIGTERM: {across_term} (job, fire) pairs checked");
     let _ = ids2;
 
+    // Stable range placement across the steady state, the kill -9, the join and the
+    // SIGTERM: whichever instance fired a job, range i ran on executor i of the sorted list.
+    let mut sorted = vec![ea.addr.clone(), eb.addr.clone()];
+    sorted.sort();
+    for (addr, calls) in [(&ea.addr, ea.calls()), (&eb.addr, eb.calls())] {
+        for c in &calls {
+            let (start, _) = c.range();
+            let planned = &sorted[if start == 0 { 0 } else { 1 }];
+            assert_eq!(
+                addr,
+                planned,
+                "range starting at {start} of {:?} ran on {addr}",
+                fire_key(c)
+            );
+        }
+    }
+
     // 4. An executor deregistered: it stops receiving calls; its ranges go to the live one.
     nacos.deregister_http(EXECUTOR_SERVICE, &eb.addr).await;
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -96,7 +96,8 @@ async fn run_policies_default_and_round_trip(backend: Backend) {
             "FIRST",
             "RANDOM",
             "CONSISTENT_HASH",
-            "LEAST_BUSY"
+            "LEAST_BUSY",
+            "BROADCAST"
         ])
     );
     assert_eq!(
