@@ -344,7 +344,7 @@ async fn cluster_scenarios() {
 
     // Stable range placement across the steady state, the kill -9, the join and the
     // SIGTERM: whichever instance fired a job, range i ran on executor i of the sorted list.
-    let mut sorted = vec![ea.addr.clone(), eb.addr.clone()];
+    let mut sorted = [ea.addr.clone(), eb.addr.clone()];
     sorted.sort();
     for (addr, calls) in [(&ea.addr, ea.calls()), (&eb.addr, eb.calls())] {
         for c in &calls {
