@@ -242,19 +242,22 @@ impl Engine {
             *from = (*from).min(owed.from);
         }
         for owed in earliest.into_iter().map(|(job, from)| Owed { job, from }) {
+            let Some(job) = self.book.get(&owed.job).filter(|j| j.spec.enabled) else {
+                continue;
+            };
+            // Instants from before the job was last switched on are not owed: it was disabled
+            // then (a fire withdrawn by a disable, owed back after a re-enable).
+            let Some(from) = owed_since(&job, &self.calendars, owed.from) else {
+                continue;
+            };
             if schedule.contains(&owed.job) {
-                schedule.rewind(&owed.job, owed.from);
-            } else if let Some(job) = self.book.get(&owed.job).filter(|j| j.spec.enabled) {
+                schedule.rewind(&owed.job, from);
+            } else {
                 // A fire this instance claimed for a job that has moved since: the new owner
                 // starts after the claimed instant, so it is fired here, under the current
                 // definition (the fire claim still makes it once).
-                let step = timers::owed_from(
-                    &job,
-                    &self.calendars,
-                    owed.from,
-                    self.clock.now(),
-                    self.rules,
-                );
+                let step =
+                    timers::owed_from(&job, &self.calendars, from, self.clock.now(), self.rules);
                 self.accept(step, due);
             }
         }
@@ -515,6 +518,22 @@ impl Engine {
 /// The jobs among `owned` being gained whose last fire matters: only one with an instant since
 /// it was enabled (only then can another instance have fired it); a job just created or
 /// enabled has none, so a mass import reads no fires at all.
+/// The first instant owed to `job` of those from `from` on: `from` itself, or the job's first
+/// instant at or after the moment it was last switched on when `from` is earlier. `None` when
+/// it never fires again.
+fn owed_since(
+    job: &JobDefinition,
+    calendars: &Calendars,
+    from: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    if from >= job.enabled_since {
+        return Some(from);
+    }
+    job.spec
+        .schedule(calendars)
+        .next_after(job.enabled_since - chrono::Duration::milliseconds(1))
+}
+
 fn gaining<'a>(
     schedule: &FireSchedule,
     owned: &'a [Arc<JobDefinition>],
@@ -532,4 +551,39 @@ fn gaining<'a>(
         })
         .map(|j| j.name().as_str())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    /// A fire withdrawn by a disable and owed back after the job was enabled again: the
+    /// instants of the disabled time are not owed, the first one after the enable is.
+    #[test]
+    fn instants_from_before_the_job_was_switched_on_are_not_owed() {
+        let body = serde_json::json!({"name": "j", "serviceName": "s", "handler": "h",
+            "cron": "*/2 * * * * ?"});
+        let mut job = JobDefinition::stored(body, t("2026-12-02T15:42:31Z"));
+        job.enabled_since = t("2026-12-02T15:42:44.477Z");
+        let none = Calendars::new();
+        assert_eq!(
+            owed_since(&job, &none, t("2026-12-02T15:42:36Z")),
+            Some(t("2026-12-02T15:42:46Z"))
+        );
+        assert_eq!(
+            owed_since(&job, &none, t("2026-12-02T15:42:48Z")),
+            Some(t("2026-12-02T15:42:48Z")),
+            "owed after the enable: unchanged"
+        );
+        job.enabled_since = t("2026-12-02T15:42:44Z");
+        assert_eq!(
+            owed_since(&job, &none, t("2026-12-02T15:42:36Z")),
+            Some(t("2026-12-02T15:42:44Z")),
+            "an instant at the very moment of the enable is owed"
+        );
+    }
 }

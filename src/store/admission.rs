@@ -30,7 +30,7 @@ use super::columns::execution;
 use super::sql::{Sql, Tx};
 use super::steps::{StoredJob, count_cancels, deletions, lock_jobs, record_stopping, withdraw_in};
 use super::{ADMIT_AHEAD, Admitted, GuardedFire, MULTI_ROW, StoreError};
-use crate::jobs::{Execution, ExecutionStatus, JobChange, OverlapPolicy, TriggerType};
+use crate::jobs::{Execution, ExecutionStatus, JobChange, OverlapPolicy, TriggerType, fire_key};
 
 /// Decides `fires` in order under their jobs' row locks, taken here.
 pub(super) async fn admit_all(
@@ -142,8 +142,19 @@ fn judged_against(
     now: DateTime<Utc>,
 ) -> (Vec<String>, Vec<Execution>) {
     let own: HashSet<&str> = fire.rows.iter().map(|r| r.trace_id.as_str()).collect();
+    // The fire's other ranges (one range admitted alone, as compensation dispatches it) are
+    // the same fire, never runs it is judged against.
+    let fires: HashSet<&str> = fire
+        .rows
+        .iter()
+        .map(|r| fire_key(&r.execution_id))
+        .collect();
     let (mine, others): (Vec<&Execution>, Vec<&Execution>) =
         runs.iter().partition(|e| own.contains(e.trace_id.as_str()));
+    let others: Vec<&Execution> = others
+        .into_iter()
+        .filter(|e| !fires.contains(fire_key(&e.execution_id)))
+        .collect();
     let pending = mine
         .into_iter()
         .filter(|e| e.status == ExecutionStatus::Pending)

@@ -24,6 +24,7 @@ fn records(batch: &[(FireClaim, Vec<NewExecution>)]) -> Vec<FireRecord> {
 use crate::helpers::{Backend, TestDb, backend_tests, base_settings};
 
 backend_tests!(
+    one_range_admitted_alone_is_not_judged_against_its_own_fire,
     batched_fires_are_independent,
     large_batches_return_what_was_stored,
     duplicates_are_typed,
@@ -1338,4 +1339,52 @@ async fn the_api_pool_answers_while_the_scheduling_pool_waits(backend: Backend) 
     );
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     waiting.await.unwrap().unwrap();
+}
+
+/// Compensation dispatches the ranges of an abandoned fire one by one: a range of a COVER
+/// job admitted alone runs beside its fire's other ranges, which are the same fire, not runs
+/// it replaces (it neither cancels them nor waits for them).
+async fn one_range_admitted_alone_is_not_judged_against_its_own_fire(backend: Backend) {
+    use jobflow::jobs::OverlapPolicy::Cover;
+    let (_db, s) = open(backend).await;
+    let body = serde_json::json!({"name": "cover", "serviceName": "s", "handler": "h",
+        "cron": "* * * * * ?", "overlapPolicy": "COVER", "shardCount": 10});
+    create(&s, body).await;
+    let at = Utc.with_ymd_and_hms(2024, 5, 1, 14, 0, 0).unwrap();
+    let claim = FireClaim {
+        job_name: "cover".into(),
+        fire_time: at,
+        scheduler_instance: "127.0.0.1:8080".into(),
+        claimed_at: at,
+    };
+    let ranges = [
+        row("cover", at, 0, 2),
+        row("cover", at, 3, 5),
+        row("cover", at, 6, 9),
+    ];
+    let FireOutcome::Recorded(rows) = s.record_fire(Some(&claim), &ranges).await.unwrap() else {
+        panic!("recorded once");
+    };
+    for (i, range) in rows.iter().enumerate() {
+        let admitted = s
+            .admit(
+                &[guarded("cover", Cover, None, std::slice::from_ref(range))],
+                at + Duration::seconds(12),
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(&admitted[0], store::Admitted::Run { covered, .. } if covered.is_empty()),
+            "range {i}: {admitted:?}"
+        );
+    }
+    for range in &rows {
+        let stored = s.get_execution(&range.trace_id).await.unwrap().unwrap();
+        assert_eq!(
+            stored.status,
+            ExecutionStatus::Pending,
+            "{}",
+            stored.execution_id
+        );
+    }
 }
