@@ -129,14 +129,10 @@ fn property_rules() -> Vec<(&'static str, &'static str, Value)> {
             "alertChannels",
             json!({
                 "maxItems": MAX_ALERT_CHANNELS, "uniqueItems": true,
-                "items": {"minLength": 1, "maxLength": ChannelName::MAX_LEN, "pattern": ChannelName::PATTERN},
+                "items": config_name_rule(),
             }),
         ),
-        (
-            "JobRequest",
-            "calendar",
-            json!({"minLength": 1, "maxLength": ChannelName::MAX_LEN, "pattern": ChannelName::PATTERN}),
-        ),
+        ("JobRequest", "calendar", config_name_rule()),
         (
             "ResultReport",
             "message",
@@ -161,12 +157,14 @@ fn param_rules() -> Vec<(&'static str, Value)> {
             json!({"minLength": 1, "maxLength": MAX_EXECUTOR_LEN}),
         ),
         ("serviceName", json!({"maxLength": MAX_FILTER_LEN})),
-        (
-            "calendar",
-            json!({"minLength": 1, "maxLength": ChannelName::MAX_LEN, "pattern": ChannelName::PATTERN}),
-        ),
+        ("calendar", config_name_rule()),
         ("namePrefix", json!({"maxLength": MAX_FILTER_LEN})),
     ]
+}
+
+/// A name from configuration: an alert channel's or a calendar's.
+fn config_name_rule() -> Value {
+    json!({"minLength": 1, "maxLength": ChannelName::MAX_LEN, "pattern": ChannelName::PATTERN})
 }
 
 fn job_name_rule() -> Value {

@@ -31,13 +31,6 @@ pub struct Service<'a> {
     pub group: Option<&'a str>,
 }
 
-impl<'a> Service<'a> {
-    /// `name` in the configured group.
-    pub fn named(name: &'a str) -> Self {
-        Self { name, group: None }
-    }
-}
-
 #[async_trait]
 pub trait Discovery: Send + Sync + 'static {
     /// This instance's id, `ip:port` as advertised.

@@ -118,9 +118,9 @@ impl Drop for CapSlot {
     fn drop(&mut self) {
         {
             let mut counts = self.caps.counts.lock().expect("caps lock");
-            if let Some((in_flight, queued)) = counts.get_mut(&self.service) {
+            if let Some((in_flight, waiting)) = counts.get_mut(&self.service) {
                 *in_flight = in_flight.saturating_sub(1);
-                publish(&self.service, *in_flight, *queued);
+                publish(&self.service, *in_flight, *waiting);
             }
         }
         self.caps.freed.notify_waiters();

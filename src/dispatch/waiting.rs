@@ -207,8 +207,8 @@ impl WaitingRoom {
     }
 
     /// Withdraws `job`'s fires that `keep` does not keep, given the definition each was handed
-    /// out under and its instant. Recorded ones are returned, for the caller to take back; ones still being
-    /// recorded are marked, and their recording ends in their withdrawal.
+    /// out under and its instant. Recorded ones are returned, for the caller to take back;
+    /// ones still being recorded are marked, and their recording ends in their withdrawal.
     pub fn withdraw(
         &self,
         job: &str,

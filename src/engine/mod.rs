@@ -515,9 +515,6 @@ impl Engine {
     }
 }
 
-/// The jobs among `owned` being gained whose last fire matters: only one with an instant since
-/// it was enabled (only then can another instance have fired it); a job just created or
-/// enabled has none, so a mass import reads no fires at all.
 /// The first instant owed to `job` of those from `from` on: `from` itself, or the job's first
 /// instant at or after the moment it was last switched on when `from` is earlier. `None` when
 /// it never fires again.
@@ -534,6 +531,9 @@ fn owed_since(
         .next_after(job.enabled_since - chrono::Duration::milliseconds(1))
 }
 
+/// The jobs among `owned` being gained whose last fire matters: only one with an instant since
+/// it was enabled (only then can another instance have fired it); a job just created or
+/// enabled has none, so a mass import reads no fires at all.
 fn gaining<'a>(
     schedule: &FireSchedule,
     owned: &'a [Arc<JobDefinition>],

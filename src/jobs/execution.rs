@@ -157,15 +157,20 @@ pub fn retry_execution_id(previous: &str, retry: u32) -> String {
 /// The id of an operator's re-run (with fresh `trace_id`) of the attempt whose id is
 /// `finished`: the range's first attempt id plus `#x{trace_id}`, in the same fire.
 pub fn rerun_execution_id(finished: &str, trace_id: &str) -> String {
-    let first = finished.split('#').next().unwrap_or(finished);
-    format!("{first}#x{trace_id}")
+    format!("{}#x{trace_id}", first_attempt_id(finished))
+}
+
+/// The id of the first attempt of the range an execution id belongs to: the id without its
+/// retry and re-run suffixes (`#…`).
+pub fn first_attempt_id(execution_id: &str) -> &str {
+    execution_id.split('#').next().unwrap_or(execution_id)
 }
 
 /// The fire an execution id belongs to: the id without its suffixes (`#…`), its executor
 /// (`@…`, a broadcast fire's) and its range (`:{start}-{end}`). Job names hold neither `#`
 /// nor `@`, but may hold `:`, so the range is cut at the last one.
 pub fn fire_key(execution_id: &str) -> &str {
-    let first = execution_id.split('#').next().unwrap_or(execution_id);
+    let first = first_attempt_id(execution_id);
     let first = first.split('@').next().unwrap_or(first);
     first.rsplit_once(':').map_or(first, |(fire, _)| fire)
 }

@@ -29,7 +29,7 @@ pub use calendar::{Calendar, Calendars, Schedule};
 pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, broadcast_execution_id,
-    child_execution_id, execution_id, fire_key, new_trace_id, rerun_execution_id,
+    child_execution_id, execution_id, fire_key, first_attempt_id, new_trace_id, rerun_execution_id,
     retry_execution_id, triggered_execution_id,
 };
 pub use name::{JobName, PathSegment, percent_encoded};

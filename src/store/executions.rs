@@ -14,7 +14,7 @@ use super::{
     ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, Stopping, StoreError, Swept,
     Transition, Unreadable, fold_moves,
 };
-use crate::jobs::{Execution, ExecutionStatus, NewExecution, choose, fire_key};
+use crate::jobs::{Execution, ExecutionStatus, NewExecution, choose, fire_key, first_attempt_id};
 
 #[async_trait]
 impl ExecutionStore for SqlStore {
@@ -405,19 +405,15 @@ async fn trigger_children(
     // The fire's ranges are those of its first attempts (a broadcast fire has one per
     // executor), each named by its id, which its retries and re-runs extend after a `#`;
     // each must have a SUCCESS.
-    let series = |e: &Execution| {
-        e.execution_id
-            .split('#')
-            .next()
-            .unwrap_or_default()
-            .to_string()
-    };
-    let ranges: BTreeSet<String> = fire
+    fn series(e: &Execution) -> &str {
+        first_attempt_id(&e.execution_id)
+    }
+    let ranges: BTreeSet<&str> = fire
         .iter()
         .filter(|e| e.retry_count == 0 && !e.execution_id.contains('#'))
         .map(series)
         .collect();
-    let succeeded: BTreeSet<String> = fire
+    let succeeded: BTreeSet<&str> = fire
         .iter()
         .filter(|e| e.status == ExecutionStatus::Success)
         .map(series)

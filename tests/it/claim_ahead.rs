@@ -13,7 +13,9 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Timelike, Utc};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::helpers::{
+    Backend, TestApp, TestDb, backend_tests, eventually, sleep_until, static_executors,
+};
 use crate::proxy::CutProxy;
 use crate::recorder::{RecordedCall, Recorder};
 
@@ -114,11 +116,7 @@ async fn claimed_fires(
 
 /// Waits until two seconds past `at`, so a call that was going to come has come.
 async fn past(at: DateTime<Utc>) {
-    until(at + chrono::Duration::seconds(2)).await;
-}
-
-async fn until(at: DateTime<Utc>) {
-    tokio::time::sleep((at - Utc::now()).to_std().unwrap_or_default()).await;
+    sleep_until(at + chrono::Duration::seconds(2)).await;
 }
 
 async fn every_fire_is_claimed_before_its_instant_and_called_at_it(backend: Backend) {
@@ -392,11 +390,11 @@ impl TwoInstances {
     /// running `during` 1 s after `at`; no call goes out meanwhile.
     async fn stall_around(&self, at: DateTime<Utc>, during: impl Future<Output = ()>) {
         let proxy = self.proxy.as_ref().expect("a claimer behind a proxy");
-        until(at - chrono::Duration::milliseconds(500)).await;
+        sleep_until(at - chrono::Duration::milliseconds(500)).await;
         proxy.stall();
-        until(at + chrono::Duration::seconds(1)).await;
+        sleep_until(at + chrono::Duration::seconds(1)).await;
         during.await;
-        until(at + chrono::Duration::seconds(3)).await;
+        sleep_until(at + chrono::Duration::seconds(3)).await;
         assert!(
             self.recorder.calls().is_empty(),
             "{:?}",
@@ -419,6 +417,32 @@ impl TwoInstances {
             .into_iter()
             .map(|c| (c.body["jobName"].as_str().unwrap().to_string(), c))
             .collect()
+    }
+}
+
+/// Each of `jobs` was called for `at` under definition `version`: as the fire it `claimed`
+/// (`as_claimed`), or as that instant recorded again (a new trace id).
+fn assert_called(
+    calls: &HashMap<String, RecordedCall>,
+    jobs: &[(String, &str)],
+    claimed: &[Value],
+    at: DateTime<Utc>,
+    version: u64,
+    as_claimed: bool,
+) {
+    for ((name, _), claimed) in jobs.iter().zip(claimed) {
+        let call = &calls[name];
+        assert_eq!(
+            call.body["jobParams"],
+            json!({"version": version}),
+            "{name}"
+        );
+        assert_eq!(
+            call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
+            at
+        );
+        let claimed = claimed["traceId"].as_str().unwrap();
+        assert_eq!(call.trace_id() == claimed, as_claimed, "{name}");
     }
 }
 
@@ -446,15 +470,7 @@ async fn an_edit_through_another_instance_is_honoured_when_the_database_stalls_a
     }
     t.stall_around(at, async {}).await;
     let calls = t.calls(jobs.len()).await;
-    for ((name, _), claimed) in jobs.iter().zip(&claimed) {
-        let call = &calls[name];
-        assert_eq!(call.body["jobParams"], json!({"version": 2}), "{name}");
-        assert_eq!(
-            call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
-            at
-        );
-        assert_ne!(call.trace_id(), claimed["traceId"].as_str().unwrap());
-    }
+    assert_called(&calls, &jobs, &claimed, at, 2, false);
 }
 
 /// Edits answered after the instant, while the claimer's database stalls and its fires for
@@ -474,15 +490,7 @@ async fn an_edit_after_the_instant_leaves_a_fire_the_database_delayed_to_its_def
     };
     t.stall_around(at, edits).await;
     let calls = t.calls(jobs.len()).await;
-    for ((name, _), claimed) in jobs.iter().zip(&claimed) {
-        let call = &calls[name];
-        assert_eq!(call.body["jobParams"], json!({"version": 1}), "{name}");
-        assert_eq!(
-            call.header("x-fire-time").parse::<DateTime<Utc>>().unwrap(),
-            at
-        );
-        assert_eq!(call.trace_id(), claimed["traceId"].as_str().unwrap());
-    }
+    assert_called(&calls, &jobs, &claimed, at, 1, true);
 }
 
 /// A cancel through another instance of a fire claimed ahead here: the claimer calls at the

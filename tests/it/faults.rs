@@ -27,7 +27,7 @@ use sqlx::Connection;
 use tokio::net::TcpListener;
 use tokio::task::{AbortHandle, JoinSet};
 
-use crate::helpers::{Backend, TestDb, eventually};
+use crate::helpers::{Backend, TestDb, eventually, sleep_until};
 use crate::proxy::CutProxy;
 
 /// Jobs firing at the same instant: 5× the backlog of `MAX_IN_FLIGHT × 8`.
@@ -360,12 +360,6 @@ fn next_burst(margin: chrono::Duration) -> DateTime<Utc> {
         t += chrono::Duration::seconds(1);
     }
     t
-}
-
-async fn sleep_until(t: DateTime<Utc>) {
-    if let Ok(d) = (t - Utc::now()).to_std() {
-        tokio::time::sleep(d).await;
-    }
 }
 
 // ---------------------------------------------------------------------------------------

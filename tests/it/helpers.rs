@@ -304,6 +304,13 @@ async fn into_parts(resp: reqwest::Response) -> (u16, Value) {
 
 pub use crate::wait::eventually;
 
+/// Sleeps until the wall clock reads `t` (at once when it is past).
+pub async fn sleep_until(t: chrono::DateTime<chrono::Utc>) {
+    if let Ok(d) = (t - chrono::Utc::now()).to_std() {
+        tokio::time::sleep(d).await;
+    }
+}
+
 /// A minimal valid job body.
 pub fn job(name: &str) -> Value {
     serde_json::json!({
