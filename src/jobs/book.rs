@@ -95,14 +95,21 @@ pub struct JobBook {
 struct Book {
     jobs: HashSet<ByName>,
     revision: i64,
-    /// When recently deleted jobs were deleted (`DateTime::MIN_UTC` when unknown).
+    /// When recently deleted jobs were deleted. A job gone at an unknown time has no entry:
+    /// it overtakes every fire.
     deleted: HashMap<String, DateTime<Utc>>,
 }
 
 impl Book {
+    /// Notes `name` deleted at `at` (`DateTime::MIN_UTC`: at an unknown time, an unreadable
+    /// row), forgetting deletions older than [`DELETIONS_KEPT`].
     fn note_deletion(&mut self, name: &str, at: DateTime<Utc>) {
-        self.deleted
-            .retain(|_, when| *when == DateTime::<Utc>::MIN_UTC || *when > at - DELETIONS_KEPT);
+        if at == DateTime::<Utc>::MIN_UTC {
+            self.deleted.remove(name);
+            return;
+        }
+        let horizon = at - DELETIONS_KEPT;
+        self.deleted.retain(|_, when| *when > horizon);
         self.deleted.insert(name.to_string(), at);
     }
 }
@@ -298,7 +305,9 @@ mod tests {
         book.replace(Vec::new(), 6);
         assert!(book.overtakes(&handed, at(0)));
         let unreadable = edited("b", 5, 0, 0);
-        book.replace(vec![unreadable.clone()], 6);
+        book.replace(vec![unreadable.clone(), edited("c", 5, 0, 0)], 6);
+        // A deletion the book remembers, beside which the unknown one is noted.
+        book.note_deleted("c", at(1));
         book.apply(
             &[],
             &[JobChange {
