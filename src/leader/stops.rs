@@ -6,7 +6,8 @@
 //!
 //! | what the executor says | the run |
 //! |---|---|
-//! | finished, never had it, restarted, no status endpoint | stopped |
+//! | finished | stopped |
+//! | never had it, restarted, forgot it, no status endpoint | told to stop it, then what the cancel answers |
 //! | running | still stopping, for as long as it says so |
 //! | no answer | still stopping, until its timeout + [`STOP_ALLOWANCE`] after the request |
 //!
@@ -57,6 +58,13 @@ async fn has_stopped(
     };
     let Some((_, probe)) = attempts.status(run).await else {
         return true; // no executor named: never called
+    };
+    let probe = match probe {
+        Probe::Unknown { .. } | Probe::Unsupported => match attempts.stop(run).await {
+            Some(answer) => answer,
+            None => return true,
+        },
+        known => known,
     };
     // Only a silent executor needs the job's timeout.
     if probe.stopped() || probe == Probe::Running {

@@ -497,20 +497,7 @@ async fn an_edit_after_the_instant_leaves_a_fire_the_database_delayed_to_its_def
 /// instant without reading the row, but the executor was asked to cancel first and remembers
 /// it, so the handler never runs.
 async fn a_cancel_through_another_instance_keeps_the_handler_from_running(backend: Backend) {
-    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = runs.clone();
-    let executor = jobflow_executor::JobExecutor::without_signatures()
-        .handler("invoice", move |_ctx: jobflow_executor::JobContext| {
-            let counted = counted.clone();
-            async move {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                jobflow_executor::JobResult::success("ran")
-            }
-        })
-        .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move { axum::serve(listener, executor).await });
+    let (addr, runs) = crate::helpers::counting_sdk_executor("invoice").await;
     let db = Arc::new(TestDb::create(backend).await);
     let planned = addr.clone();
     let claimer = TestApp::spawn_with(db.clone(), move |s| {

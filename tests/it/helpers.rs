@@ -311,6 +311,26 @@ pub async fn sleep_until(t: chrono::DateTime<chrono::Utc>) {
     }
 }
 
+/// An executor on the Rust SDK (signatures off) whose handler `handler` succeeds and counts
+/// its runs: its address and the count.
+pub async fn counting_sdk_executor(handler: &str) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    let executor = jobflow_executor::JobExecutor::without_signatures()
+        .handler(handler, move |_ctx: jobflow_executor::JobContext| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                jobflow_executor::JobResult::success("ran")
+            }
+        })
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, executor).await });
+    (addr, runs)
+}
+
 /// A minimal valid job body.
 pub fn job(name: &str) -> Value {
     serde_json::json!({

@@ -25,7 +25,8 @@ use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static
 backend_tests!(
     a_handler_slow_to_stop_is_not_retried_beside_itself,
     a_cover_fire_waits_for_every_run_still_stopping,
-    a_cover_trigger_is_answered_before_the_run_it_covers_stops
+    a_cover_trigger_is_answered_before_the_run_it_covers_stops,
+    a_covered_run_its_executor_never_had_stops_only_once_the_executor_was_told,
 );
 
 /// How long the handler runs, whatever it is asked (unless the test says otherwise).
@@ -254,4 +255,109 @@ async fn a_cover_trigger_is_answered_before_the_run_it_covers_stops(backend: Bac
         .end
         .expect("the first run ended before the second began");
     assert!(ended <= runs[1].start, "two at once: {runs:?}");
+}
+
+/// A cron fire's row is called by its holder at the instant without reading it again; a
+/// holder stalled there (its database cut) calls late. A COVER fire that cancelled the row
+/// meanwhile waits for it as a run that may have been called, and the leader, asking its
+/// executor, hears "never had it": the executor is then told to stop it, which it remembers,
+/// before the run counts as stopped, so the late call does not run the handler. (The
+/// campaign, seed 4: the leader ended the wait on "never had it" alone, and the stalled
+/// holder's call ran beside the covering fire.)
+async fn a_covered_run_its_executor_never_had_stops_only_once_the_executor_was_told(
+    backend: Backend,
+) {
+    use jobflow::jobs::{ExecutionStatus, NewExecution, OverlapPolicy, TriggerType};
+    use jobflow::store::{Admitted, FireOutcome};
+    let (addr, runs) = crate::helpers::counting_sdk_executor("h").await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let planned = addr.clone();
+    let scheduler = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &[planned]);
+        s.compensation.recovery_interval_millis = 200;
+    })
+    .await;
+    scheduler
+        .create_job(
+            &json!({"name": "late-holder", "serviceName": "svc", "handler": "h",
+            "cron": "0 0 3 1 1 ?", "overlapPolicy": "COVER"}),
+        )
+        .await;
+    // The fire of this second, claimed by a holder that has not called it yet; the executor
+    // ran before it (so it can say it never had it).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let instant = chrono::SubsecRound::trunc_subsecs(Utc::now(), 0);
+    let row = |trigger: TriggerType, id: String| NewExecution {
+        execution_id: id,
+        trace_id: jobflow::jobs::new_trace_id(),
+        job_name: "late-holder".into(),
+        trigger_type: trigger,
+        fire_time: instant,
+        scheduler_instance: "127.0.0.1:1".into(),
+        executor_instance: Some(addr.clone()),
+        shard_start: 0,
+        shard_end: 0,
+        shard_count: 1,
+        trigger_time: instant,
+        due_time: instant,
+        status: ExecutionStatus::Pending,
+        retry_count: 0,
+        parent_trace_id: None,
+        error_message: None,
+        job_params: None,
+    };
+    let claimed = row(
+        TriggerType::Cron,
+        jobflow::jobs::execution_id("late-holder", instant, 0, 0),
+    );
+    let trace = claimed.trace_id.clone();
+    let store = scheduler.store.clone();
+    assert!(matches!(
+        store.record_fire(None, &[claimed]).await.unwrap(),
+        FireOutcome::Recorded(_)
+    ));
+    // A newer run of the job covers it (admitted here, its own stop loop not run).
+    let newer = row(TriggerType::Manual, "late-holder:MANUAL:x:0-0".into());
+    let newer_trace = newer.trace_id.clone();
+    let admitted = store
+        .record_guarded(OverlapPolicy::Cover, &[newer], Utc::now())
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted, Admitted::Run { covered, .. } if covered[0].trace_id == trace),
+        "{admitted:?}"
+    );
+    // That run is over (nobody is to call it here).
+    let over =
+        jobflow::store::Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Success);
+    store.transition(&newer_trace, &over).await.unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the leader confirms the stop",
+        || async {
+            let stopping = store.stopping(100).await.unwrap();
+            (!stopping.iter().any(|s| s.trace_id == trace)).then_some(())
+        },
+    )
+    .await;
+    // The stalled holder's call arrives now.
+    let body = json!({"traceId": trace,
+        "executionId": jobflow::jobs::execution_id("late-holder", instant, 0, 0),
+        "jobName": "late-holder", "handler": "h", "triggerType": "CRON", "fireTime": instant,
+        "shardStart": 0, "shardEnd": 0, "shardCount": 1, "shardStrategy": "MOD_HASH",
+        "retryCount": 0, "timeoutSeconds": 300, "reportUrl": "http://127.0.0.1:1/report"});
+    let answer = reqwest::Client::new()
+        .post(format!("http://{addr}/internal/job/h"))
+        .header("X-Trace-Id", &trace)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let answered = answer.text().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the handler ran for a call its executor was told to stop: {answered}"
+    );
 }
