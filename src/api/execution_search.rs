@@ -4,7 +4,6 @@
 //! is gone).
 
 use axum::extract::State;
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -88,22 +87,10 @@ impl ExecutionSearchParams {
             );
         }
         let mut instant = |name: &str, raw: Option<String>| {
-            // chrono also takes a space between date and time; RFC 3339's `date-time` (the
-            // document's format) takes only `T`.
-            let separated = |r: &str| matches!(r.as_bytes().get(10), Some(b'T' | b't'));
-            raw.and_then(|r| match DateTime::parse_from_rfc3339(&r) {
-                Ok(t) if separated(&r) => Some(t.with_timezone(&Utc)),
-                Ok(_) => {
-                    field(name, "must separate date and time with `T`".into());
-                    None
-                }
-                Err(e) => {
-                    field(
-                        name,
-                        format!("must be an RFC 3339 instant such as 2026-01-31T00:00:00Z ({e})"),
-                    );
-                    None
-                }
+            raw.and_then(|r| {
+                crate::jobs::parse_instant(&r)
+                    .map_err(|m| field(name, m))
+                    .ok()
             })
         };
         let from = instant("from", self.from);

@@ -17,7 +17,7 @@ use super::page::Page;
 use super::{AppState, PageParams};
 use crate::jobs::{
     JobDefinition, JobRequest, JobSource, JobSpec, MisfirePolicy, OverlapPolicy, RouteStrategy,
-    ShardStrategy, links, percent_encoded,
+    ScheduleType, ShardStrategy, links, percent_encoded,
 };
 use crate::store::{JobFilter, StoreError};
 
@@ -39,7 +39,13 @@ pub struct JobView {
     /// The Nacos group of the service; null: `nacos.group`.
     pub service_group: Option<String>,
     pub handler: String,
-    pub cron: String,
+    pub schedule_type: ScheduleType,
+    /// `CRON` jobs' expression; null for the other types.
+    pub cron: Option<String>,
+    /// `FIXED_RATE` jobs' seconds between instants; null for the other types.
+    pub interval_seconds: Option<u32>,
+    /// `FIXED_RATE` jobs' first instant, `ONCE` jobs' instant; null for the other types.
+    pub start_at: Option<DateTime<Utc>>,
     pub timezone: String,
     pub enabled: bool,
     pub shard_count: u32,
@@ -78,7 +84,10 @@ impl From<JobDefinition> for JobView {
             service_name: s.service_name.to_string(),
             service_group: s.service_group,
             handler: s.handler.to_string(),
-            cron: s.cron.as_str().to_string(),
+            schedule_type: s.timing.schedule_type(),
+            cron: s.timing.cron().map(|c| c.as_str().to_string()),
+            interval_seconds: s.timing.interval_seconds(),
+            start_at: s.timing.start_at(),
             timezone: s.timezone.name().to_string(),
             enabled: s.enabled,
             shard_count: s.shard_count,
@@ -228,7 +237,8 @@ async fn get_job(
 }
 
 /// Replace a job's definition (all fields; absent optional fields take their defaults,
-/// except `shardCount`, which keeps the job's).
+/// except `shardCount`, which keeps the job's; a `FIXED_RATE` job's `startAt` defaults to the
+/// job's creation).
 #[utoipa::path(put, path = "/api/v1/jobs/{name}", tag = "jobs", request_body = JobRequest,
     security(("bearerAuth" = ["admin"])),
     params(("name" = String, Path, description = "Job name")),
@@ -276,6 +286,7 @@ async fn patch_job(
     save_over(&state, &auth, &name, |current| {
         let mut doc = request_document(current);
         merge_patch(&mut doc, &Value::Object(patch.clone()));
+        forget_other_schedule_fields(&mut doc, current, &patch);
         from_document(doc)
     })
     .await
@@ -297,7 +308,7 @@ async fn save_over(
         };
         refuse_nacos_job(state, &current)?;
         let spec = JobSpec::parse(
-            request(&current)?,
+            request(&current)?.starting_at_creation(current.created_at),
             Some(name),
             state.default_tz,
             state.clock.now(),
@@ -339,6 +350,31 @@ fn request_document(job: &JobDefinition) -> Value {
         }
     }
     doc
+}
+
+/// A patch that changes the schedule type drops the fields only the old type takes (`cron`,
+/// `intervalSeconds`, `startAt`) unless it names them: `{"scheduleType": "FIXED_RATE",
+/// "intervalSeconds": 60}` is all it takes to turn a cron job into a fixed-rate one.
+fn forget_other_schedule_fields(
+    doc: &mut Value,
+    current: &JobDefinition,
+    patch: &serde_json::Map<String, Value>,
+) {
+    let now = current.spec.timing.schedule_type().as_str();
+    let Value::Object(fields) = doc else {
+        return;
+    };
+    let then = fields
+        .get("scheduleType")
+        .and_then(Value::as_str)
+        .unwrap_or(ScheduleType::default().as_str());
+    if then != now {
+        for field in ["cron", "intervalSeconds", "startAt"] {
+            if !patch.contains_key(field) {
+                fields.remove(field);
+            }
+        }
+    }
 }
 
 /// Applies a JSON merge patch (RFC 7396) to `target`.
@@ -448,7 +484,9 @@ pub struct CountParams {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NextFireTimes {
-    pub cron: String,
+    pub schedule_type: ScheduleType,
+    /// The cron expression of a `CRON` schedule; null for the other types.
+    pub cron: Option<String>,
     pub timezone: String,
     /// UTC instants.
     pub fire_times: Vec<DateTime<Utc>>,
@@ -457,8 +495,8 @@ pub struct NextFireTimes {
 }
 
 impl NextFireTimes {
-    /// The next `count` instants of `schedule` (its cron in `tz`, minus its calendar's
-    /// excluded dates).
+    /// The next `count` instants of `schedule` (its type's instants, a cron's in `tz`, minus
+    /// its calendar's excluded dates).
     pub fn compute(
         schedule: crate::jobs::Schedule<'_>,
         tz: crate::jobs::TimeZoneName,
@@ -474,7 +512,8 @@ impl NextFireTimes {
         }
         let times = schedule.upcoming(now, count as usize);
         Ok(Self {
-            cron: schedule.cron.as_str().to_string(),
+            schedule_type: schedule.timing.schedule_type(),
+            cron: schedule.timing.cron().map(|c| c.as_str().to_string()),
             timezone: tz.name().to_string(),
             local_fire_times: times
                 .iter()

@@ -4,7 +4,7 @@
 //! Rules:
 //! - a calendar excludes whole dates in its own time zone: every instant from the first
 //!   moment of an excluded date to the first moment of the next date;
-//! - a job naming a calendar has exactly its cron's instants minus the excluded ones, for
+//! - a job naming a calendar has exactly its schedule's instants minus the excluded ones, for
 //!   firing, for the misfire rules (the latest missed instant is the latest *allowed* one)
 //!   and for the preview of next fire times;
 //! - excluded dates never fire late: an instant on an excluded date is not owed, and nothing
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 
-use super::CronSchedule;
+use super::Timing;
 
 /// A calendar of excluded dates in a time zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,10 +87,11 @@ impl Calendar {
     }
 }
 
-/// A cron in a time zone, minus a calendar's excluded dates.
+/// A job's instants (its schedule type's, a cron's in a time zone), minus a calendar's
+/// excluded dates.
 #[derive(Debug, Clone, Copy)]
 pub struct Schedule<'a> {
-    pub cron: &'a CronSchedule,
+    pub timing: &'a Timing,
     pub tz: Tz,
     pub calendar: Option<&'a Calendar>,
 }
@@ -100,7 +101,7 @@ impl Schedule<'_> {
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let mut cursor = after;
         loop {
-            let t = self.cron.next_after(cursor, self.tz)?;
+            let t = self.timing.next_after(cursor, self.tz)?;
             match self.calendar.and_then(|c| c.excluded_run(t)) {
                 None => return Some(t),
                 // On to the first instant after the excluded run.
@@ -113,7 +114,7 @@ impl Schedule<'_> {
     pub fn latest_at_or_before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let mut cursor = at;
         loop {
-            let t = self.cron.latest_at_or_before(cursor, self.tz)?;
+            let t = self.timing.latest_at_or_before(cursor, self.tz)?;
             match self.calendar.and_then(|c| c.excluded_run(t)) {
                 None => return Some(t),
                 Some((start, _)) => cursor = start - Duration::seconds(1),
@@ -139,6 +140,7 @@ impl Schedule<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::CronSchedule;
 
     fn utc(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
@@ -189,10 +191,10 @@ mod tests {
 
     #[test]
     fn a_job_with_a_calendar_skips_the_excluded_dates_in_one_search() {
-        let cron = CronSchedule::parse("0 0 2 * * ?").unwrap();
+        let cron = Timing::Cron(CronSchedule::parse("0 0 2 * * ?").unwrap());
         let c = cal("UTC", &["2026-10-01/2026-10-07"]);
         let s = Schedule {
-            cron: &cron,
+            timing: &cron,
             tz: Tz::UTC,
             calendar: Some(&c),
         };
@@ -210,8 +212,11 @@ mod tests {
             "the latest missed instant is the latest allowed one"
         );
         // Every second, a week excluded: the next instant is the first second after it.
-        let every = CronSchedule::parse("* * * * * ?").unwrap();
-        let s = Schedule { cron: &every, ..s };
+        let every = Timing::Cron(CronSchedule::parse("* * * * * ?").unwrap());
+        let s = Schedule {
+            timing: &every,
+            ..s
+        };
         assert_eq!(
             s.next_after(utc("2026-10-01T00:00:00Z")),
             Some(utc("2026-10-08T00:00:00Z"))
@@ -223,10 +228,34 @@ mod tests {
     }
 
     #[test]
+    fn a_fixed_rate_job_with_a_calendar_resumes_on_its_grid_after_the_excluded_dates() {
+        let every_7h = Timing::FixedRate {
+            interval: 7 * 3600,
+            start: utc("2026-09-30T00:00:00Z"),
+        };
+        let c = cal("UTC", &["2026-10-01"]);
+        let s = Schedule {
+            timing: &every_7h,
+            tz: Tz::UTC,
+            calendar: Some(&c),
+        };
+        // 09-30 21:00, then 10-01 04:00, 11:00, 18:00 are excluded; 10-02 01:00 is next.
+        assert_eq!(
+            s.upcoming(utc("2026-09-30T20:00:00Z"), 2),
+            [utc("2026-09-30T21:00:00Z"), utc("2026-10-02T01:00:00Z")]
+        );
+        assert_eq!(
+            s.latest_at_or_before(utc("2026-10-02T00:00:00Z")),
+            Some(utc("2026-09-30T21:00:00Z"))
+        );
+    }
+
+    #[test]
     fn without_a_calendar_the_schedule_is_the_cron() {
         let cron = CronSchedule::parse("0 30 * * * ?").unwrap();
+        let timing = Timing::Cron(cron.clone());
         let s = Schedule {
-            cron: &cron,
+            timing: &timing,
             tz: Tz::UTC,
             calendar: None,
         };

@@ -40,6 +40,9 @@ pub struct DocumentJob {
     /// changed since the last applied document is left alone, so an operator's enable or
     /// disable of that job holds until the entry itself changes.
     pub fingerprint: String,
+    /// A `FIXED_RATE` entry without `startAt`: its instants start at the job's creation,
+    /// which for a job that exists already is its row's, not this document's.
+    pub starts_at_creation: bool,
 }
 
 /// A parsed, fully valid jobs document.
@@ -100,7 +103,11 @@ impl JobDocument {
                 .and_then(Value::as_str)
                 .map(|n| n.chars().take(100).collect::<String>());
             let fingerprint = hex::encode(Sha256::digest(entry.to_string()));
-            let parsed = request(entry).and_then(|req| JobSpec::parse(req, None, default_tz, now));
+            let mut starts_at_creation = false;
+            let parsed = request(entry).and_then(|req| {
+                starts_at_creation = req.starts_at_creation();
+                JobSpec::parse(req, None, default_tz, now)
+            });
             match parsed {
                 Ok(spec) => {
                     if let Some(first) = seen.insert(spec.name.to_string(), index) {
@@ -113,7 +120,11 @@ impl JobDocument {
                             )],
                         });
                     } else {
-                        jobs.push(DocumentJob { spec, fingerprint });
+                        jobs.push(DocumentJob {
+                            spec,
+                            fingerprint,
+                            starts_at_creation,
+                        });
                     }
                 }
                 Err(errors) => problems.push(EntryError {

@@ -14,6 +14,7 @@ mod name;
 mod policies;
 mod schedule;
 mod shard;
+mod timing;
 
 use std::fmt;
 use std::str::FromStr;
@@ -39,6 +40,9 @@ pub use policies::{
 };
 pub use schedule::{CronSchedule, TimeZoneName};
 pub use shard::{ShardParams, ShardStrategy};
+pub use timing::{
+    MAX_INTERVAL_SECONDS, ScheduleType, Timing, TimingFields, parse_instant, whole_second,
+};
 
 /// What happens to a fire that was missed (instance down, job just gained, late wake-up).
 #[derive(
@@ -154,9 +158,20 @@ pub struct JobRequest {
     /// Handler name: the executor is called at `{pathPrefix}/{handler}`.
     #[schema(example = "syncOrders")]
     pub handler: String,
-    /// Quartz (6/7 fields, seconds first) or Unix (5 fields) cron expression.
+    /// How the job fires by itself; default `CRON`.
+    #[schema(value_type = Option<ScheduleType>, default = "CRON")]
+    pub schedule_type: Option<String>,
+    /// `CRON` only, and required there: Quartz (6/7 fields, seconds first) or Unix (5 fields)
+    /// cron expression.
     #[schema(example = "0 0/5 * * * ?")]
-    pub cron: String,
+    pub cron: Option<String>,
+    /// `FIXED_RATE` only, and required there: seconds between instants.
+    #[schema(minimum = 1, maximum = 31622400)]
+    pub interval_seconds: Option<i64>,
+    /// `FIXED_RATE`: the first instant (default: the job's creation, to the second); `ONCE`
+    /// (required): the instant. RFC 3339; fractions of a second are dropped.
+    #[schema(value_type = Option<String>, format = DateTime, example = "2026-12-24T18:00:00+08:00")]
+    pub start_at: Option<String>,
     /// IANA time zone the cron is evaluated in; default `scheduler.timezone`.
     #[schema(example = "Asia/Shanghai")]
     pub timezone: Option<String>,
@@ -206,6 +221,23 @@ pub struct JobRequest {
     pub calendar: Option<String>,
 }
 
+impl JobRequest {
+    /// This request with a `FIXED_RATE` job's omitted `startAt` set to `created` (the job's
+    /// creation): replacing a job keeps its grid of instants unless told otherwise.
+    pub fn starting_at_creation(mut self, created: DateTime<Utc>) -> Self {
+        if self.starts_at_creation() {
+            self.start_at = Some(whole_second(created).to_rfc3339());
+        }
+        self
+    }
+
+    /// A `FIXED_RATE` job without `startAt`: its instants start at the job's creation.
+    pub fn starts_at_creation(&self) -> bool {
+        self.schedule_type.as_deref() == Some(ScheduleType::FixedRate.as_str())
+            && self.start_at.is_none()
+    }
+}
+
 /// A fully validated job, ready to be stored and scheduled.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
@@ -214,7 +246,8 @@ pub struct JobSpec {
     /// The Nacos group of `service_name`; `None`: the configured `nacos.group`.
     pub service_group: Option<String>,
     pub handler: PathSegment,
-    pub cron: CronSchedule,
+    /// When the job fires by itself.
+    pub timing: Timing,
     pub timezone: TimeZoneName,
     pub enabled: bool,
     pub shard_count: u32,
@@ -309,11 +342,12 @@ impl Fields {
 }
 
 impl JobSpec {
-    /// The job's instants: its cron in its time zone, minus the excluded dates of its
-    /// calendar among `calendars` (a calendar no longer configured excludes nothing).
+    /// The job's instants: its schedule type's (a cron's in its time zone), minus the
+    /// excluded dates of its calendar among `calendars` (a calendar no longer configured
+    /// excludes nothing).
     pub fn schedule<'a>(&'a self, calendars: &'a Calendars) -> Schedule<'a> {
         Schedule {
-            cron: &self.cron,
+            timing: &self.timing,
             tz: self.timezone.tz(),
             calendar: self
                 .calendar
@@ -338,7 +372,7 @@ impl JobSpec {
             Some(g) => f.take("serviceGroup", parse_service_group(g).map(Some)),
         };
         let handler = f.take("handler", PathSegment::parse(&req.handler));
-        let (cron, timezone) = Self::schedule_of(&mut f, &req, default_tz, now);
+        let (timing, timezone) = Self::schedule_of(&mut f, &req, default_tz, now);
         let (shard_count, shard_strategy, shard_params) = Self::sharding_of(&mut f, &req);
         let job_params = req.job_params.filter(|v| !v.is_null());
         if let Some(p) = &job_params {
@@ -392,7 +426,7 @@ impl JobSpec {
                 service_name: service_name?,
                 service_group: service_group?,
                 handler: handler?,
-                cron: cron?,
+                timing: timing?,
                 timezone: timezone?,
                 enabled: req.enabled.unwrap_or(true),
                 shard_count: shard_count? as u32,
@@ -416,24 +450,27 @@ impl JobSpec {
         }
     }
 
-    /// The schedule: the cron expression, in the job's time zone, firing in the future.
+    /// The schedule (see [`Timing::parse`]) and the time zone.
     fn schedule_of(
         f: &mut Fields,
         req: &JobRequest,
         default_tz: TimeZoneName,
         now: DateTime<Utc>,
-    ) -> (Option<CronSchedule>, Option<TimeZoneName>) {
+    ) -> (Option<Timing>, Option<TimeZoneName>) {
         let timezone = match req.timezone.as_deref() {
             None => Some(default_tz),
             Some(tz) => f.take("timezone", TimeZoneName::parse(tz)),
         };
-        let cron = f.take("cron", CronSchedule::parse(&req.cron));
-        if let (Some(c), Some(tz)) = (&cron, timezone)
-            && c.next_after(now, tz.tz()).is_none()
-        {
-            f.check("cron", Err("never fires in the future".into()));
-        }
-        (cron, timezone)
+        let given = TimingFields {
+            schedule_type: req.schedule_type.as_deref(),
+            cron: req.cron.as_deref(),
+            interval_seconds: req.interval_seconds,
+            start_at: req.start_at.as_deref(),
+        };
+        let timing = Timing::parse(given, timezone.map(TimeZoneName::tz), now)
+            .map_err(|errors| f.errors.extend(errors))
+            .ok();
+        (timing, timezone)
     }
 
     /// The shard count, strategy and the strategy's parameters.

@@ -9,9 +9,9 @@ use serde_json::Value;
 use super::StoreError;
 use super::sql::{Arg, Row};
 use crate::jobs::{
-    CalendarName, CronSchedule, Execution, JobDefinition, JobName, JobSpec, NewExecution,
-    PathSegment, ShardParams, TimeZoneName, choose, parse_alert_channels, parse_child_jobs,
-    parse_service_group,
+    CalendarName, CronSchedule, Execution, JobDefinition, JobName, JobSpec, MAX_INTERVAL_SECONDS,
+    NewExecution, PathSegment, ScheduleType, ShardParams, TimeZoneName, Timing, choose,
+    parse_alert_channels, parse_child_jobs, parse_service_group,
 };
 
 /// The columns a job's spec is stored in, with their values: what creating a job inserts and
@@ -21,7 +21,13 @@ pub fn spec_columns(spec: &JobSpec) -> Vec<(&'static str, Arg)> {
         ("service_name", spec.service_name.as_str().into()),
         ("service_group", spec.service_group.clone().into()),
         ("handler", spec.handler.as_str().into()),
-        ("cron", spec.cron.as_str().into()),
+        ("schedule_type", spec.timing.schedule_type().as_str().into()),
+        ("cron", spec.timing.cron().map(|c| c.as_str()).into()),
+        (
+            "interval_seconds",
+            spec.timing.interval_seconds().map(i64::from).into(),
+        ),
+        ("start_at", spec.timing.start_at().into()),
         ("timezone", spec.timezone.name().into()),
         ("enabled", spec.enabled.into()),
         ("shard_count", spec.shard_count.into()),
@@ -71,7 +77,7 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
             .transpose()
             .map_err(|m| err("service_group", m))?,
         handler: PathSegment::parse(&text("handler")?).map_err(|m| err("handler", m))?,
-        cron: CronSchedule::parse(&text("cron")?).map_err(|m| err("cron", m))?,
+        timing: timing(row).map_err(|(field, m)| err(field, m))?,
         timezone: TimeZoneName::parse(&text("timezone")?).map_err(|m| err("timezone", m))?,
         enabled: row.get("enabled")?,
         shard_count,
@@ -110,6 +116,45 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
         created_by: row.get("created_by")?,
         updated_by: row.get("updated_by")?,
         revision: row.get("revision")?,
+    })
+}
+
+/// A job row's schedule type and the columns that type takes; the problem and its column when
+/// they do not make one.
+fn timing(row: &Row) -> Result<Timing, (&'static str, String)> {
+    let read = |field: &'static str, e: StoreError| (field, e.to_string());
+    let kind: ScheduleType = choose(
+        &row.get::<String>("schedule_type")
+            .map_err(|e| read("schedule_type", e))?,
+    )
+    .map_err(|m| ("schedule_type", m))?;
+    let start = || {
+        row.get::<Option<DateTime<Utc>>>("start_at")
+            .map_err(|e| read("start_at", e))?
+            .ok_or(("start_at", format!("is NULL for {kind}")))
+    };
+    Ok(match kind {
+        ScheduleType::Cron => {
+            let text = row
+                .get::<Option<String>>("cron")
+                .map_err(|e| read("cron", e))?
+                .ok_or(("cron", "is NULL for CRON".to_string()))?;
+            Timing::Cron(CronSchedule::parse(&text).map_err(|m| ("cron", m))?)
+        }
+        ScheduleType::FixedRate => {
+            let interval: Option<i32> = row
+                .get("interval_seconds")
+                .map_err(|e| read("interval_seconds", e))?;
+            let interval = interval
+                .filter(|i| (1..=MAX_INTERVAL_SECONDS).contains(&i64::from(*i)))
+                .ok_or(("interval_seconds", format!("{interval:?} is out of range")))?;
+            Timing::FixedRate {
+                interval: interval as u32,
+                start: start()?,
+            }
+        }
+        ScheduleType::Once => Timing::Once(start()?),
+        ScheduleType::None => Timing::None,
     })
 }
 

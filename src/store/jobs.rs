@@ -19,7 +19,7 @@ use super::{
     DocumentApply, DocumentChanges, DocumentOutcome, JobChanges, JobFilter, JobStore, Listing,
     PageRequest, SqlStore, StoreError, TOMBSTONE_KEEP_SECONDS, ms,
 };
-use crate::jobs::{JobChange, JobDefinition, JobSource, JobSpec};
+use crate::jobs::{JobChange, JobDefinition, JobSource, JobSpec, Timing, whole_second};
 
 #[async_trait]
 impl JobStore for SqlStore {
@@ -561,7 +561,12 @@ async fn write_entries(
             }
             Some(source) if source == nacos && previous.get(name) == Some(&entry.fingerprint) => {}
             Some(_) => {
-                replace_job(tx, &entry.spec, None, Some(apply.actor), now, revision).await?;
+                let spec = if entry.starts_at_creation {
+                    &starting_at_creation(tx, &entry.spec).await?
+                } else {
+                    &entry.spec
+                };
+                replace_job(tx, spec, None, Some(apply.actor), now, revision).await?;
                 changes.updated.push(name.to_string());
             }
         }
@@ -574,6 +579,18 @@ async fn write_entries(
         tx.execute(mark).await?;
     }
     Ok(())
+}
+
+/// `spec`, a `FIXED_RATE` job's, with its first instant at the stored job's creation.
+async fn starting_at_creation(tx: &mut Tx, spec: &JobSpec) -> Result<JobSpec, StoreError> {
+    let mut q = Sql::new("SELECT created_at FROM job_definition WHERE name = ");
+    q.bind(spec.name.as_str());
+    let created: DateTime<Utc> = tx.fetch_all(q).await?[0].at(0)?;
+    let mut spec = spec.clone();
+    if let Timing::FixedRate { start, .. } = &mut spec.timing {
+        *start = whole_second(created);
+    }
+    Ok(spec)
 }
 
 /// Deletes the `NACOS` jobs the document no longer names (their executions stay).

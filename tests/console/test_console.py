@@ -155,6 +155,41 @@ def test_a_job_named_in_chinese_with_its_own_group_and_calendar_round_trips_thro
     expect(page.locator("dl.definition")).to_contain_text("payments")
 
 
+def test_a_fixed_rate_job_made_in_the_form_then_turned_into_one_run_only_when_triggered(page, server):
+    sign_in(page, server)
+    nav(page, "Jobs").click()
+    page.get_by_role("link", name="New job").click()
+    page.get_by_label("Name", exact=True).fill("every-90s")
+    page.get_by_label("Executor service").fill("demo")
+    page.get_by_label("Handler").fill("succeed")
+    page.get_by_label("Time zone").fill("UTC")
+    # Each schedule type shows its own fields only.
+    expect(page.get_by_label("Interval (seconds)")).to_be_hidden()
+    page.get_by_label("Schedule type").select_option("FIXED_RATE")
+    expect(page.get_by_label("Cron")).to_be_hidden()
+    page.get_by_label("Interval (seconds)").fill("90")
+    page.get_by_label("Start at").fill("2099-01-01T00:00:00Z")
+    expect(page.locator(".preview li")).to_have_count(5)
+    expect(page.locator(".preview li").nth(1)).to_contain_text("00:01:30")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("heading", name="every-90s")).to_be_visible()
+    expect(page.locator("dl.definition")).to_contain_text("every 90 s")
+    status, job = server.call("GET", "/api/v1/jobs/every-90s")
+    assert status == 200, job
+    assert (job["scheduleType"], job["intervalSeconds"], job["cron"]) == ("FIXED_RATE", 90, None), job
+    assert job["startAt"] == "2099-01-01T00:00:00Z", job
+
+    page.get_by_role("link", name="Edit").click()
+    expect(page.get_by_label("Interval (seconds)")).to_have_value("90")
+    page.get_by_label("Schedule type").select_option("NONE")
+    expect(page.locator(".preview")).to_contain_text("only when triggered")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("heading", name="every-90s")).to_be_visible()
+    expect(page.locator("dl.definition")).to_contain_text("only when triggered")
+    status, job = server.call("GET", "/api/v1/jobs/every-90s")
+    assert (job["scheduleType"], job["intervalSeconds"], job["startAt"]) == ("NONE", None, None), job
+
+
 def test_edit_with_a_bad_cron_shows_the_api_message_beside_the_field(page, server):
     server.create_job("bad-cron-edit")
     sign_in(page, server)

@@ -268,6 +268,17 @@ async fn job_body_schema_and_validation_agree() {
         }
         for value in probes(&schemas, schema) {
             let mut req = job("probe");
+            // The fields of another schedule type are probed in a job of that type, which
+            // requires its interval (a rule across fields, beyond the schema).
+            if field == "intervalSeconds" && value.is_null() {
+                continue;
+            }
+            if ["intervalSeconds", "startAt"].contains(&field.as_str()) {
+                let fields = req.as_object_mut().unwrap();
+                fields.remove("cron");
+                fields.insert("scheduleType".into(), json!("FIXED_RATE"));
+                fields.insert("intervalSeconds".into(), json!(60));
+            }
             req[field] = value.clone();
             let required = body["required"].as_array().unwrap().contains(&json!(field));
             let schema_ok = schemas.valid(schema, &value) && !(required && value.is_null());
@@ -325,6 +336,19 @@ async fn query_schema_and_validation_agree() {
                     .filter(|o| o["in"] == "query" && o["required"] == true && o["name"] != name)
                     .map(|o| (o["name"].as_str().unwrap().into(), "0 0 2 * * ?".into()))
                     .collect();
+                // The schedule preview needs a schedule: a cron, or for the fields of a
+                // fixed rate, a fixed rate.
+                if path == "/api/v1/cron/next-fire-times" {
+                    let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+                    match name {
+                        "intervalSeconds" => query.push(pair("scheduleType", "FIXED_RATE")),
+                        "startAt" => query.extend([
+                            pair("scheduleType", "FIXED_RATE"),
+                            pair("intervalSeconds", "60"),
+                        ]),
+                        _ => query.push(pair("cron", "0 0 2 * * ?")),
+                    }
+                }
                 query.push((name.into(), text.clone()));
                 let resp = app
                     .client

@@ -88,7 +88,7 @@ async fn the_log_answers_what_changed_after_a_revision(backend: Backend) {
         .iter()
         .find(|j| j.name().as_str() == "a")
         .unwrap();
-    assert_eq!(a.spec.cron.as_str(), "0 30 2 * * ?");
+    assert_eq!(a.spec.timing.cron().unwrap().as_str(), "0 30 2 * * ?");
     let b = delta
         .changed
         .iter()
@@ -215,7 +215,10 @@ async fn a_jobs_document_writes_into_the_log(backend: Backend) {
     .await;
     let edited = changes_since(&*s, created.revision).await;
     assert_eq!(names(&edited), (list(&["b"]), list(&["a"])));
-    assert_eq!(edited.changed[0].spec.cron.as_str(), "0 0 4 * * ?");
+    assert_eq!(
+        edited.changed[0].spec.timing.cron().unwrap().as_str(),
+        "0 0 4 * * ?"
+    );
 }
 
 async fn a_log_pruned_past_a_revision_cannot_answer_for_it(backend: Backend) {

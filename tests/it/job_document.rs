@@ -112,7 +112,15 @@ jobs:
         changes(&[], &["a", "taken-over"], &[])
     );
     assert_eq!(
-        s.get_job("a").await.unwrap().unwrap().spec.cron.as_str(),
+        s.get_job("a")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .timing
+            .cron()
+            .unwrap()
+            .as_str(),
         "0 30 2 * * ?"
     );
     let b = s.get_job("b").await.unwrap().unwrap();

@@ -34,5 +34,6 @@ mod protocol_docs;
 mod proxy;
 mod retention;
 mod run_policies;
+mod schedule_types;
 mod slow_stops;
 mod store_contract;

@@ -515,3 +515,67 @@ fn a_job_naming_a_calendar_is_neither_fired_nor_owed_on_its_excluded_dates() {
         [("daily".into(), "2024-01-04T02:00:00+00:00".into(), false)]
     );
 }
+
+fn timed(name: &str, schedule: serde_json::Value, updated: &str) -> Arc<JobDefinition> {
+    let mut body = serde_json::json!({"name": name, "serviceName": "s", "handler": "h"});
+    body.as_object_mut()
+        .unwrap()
+        .extend(schedule.as_object().unwrap().clone());
+    Arc::new(JobDefinition::stored(body, t(updated)))
+}
+
+#[test]
+fn a_fixed_rate_job_gained_late_fires_its_latest_missed_instant_once_then_keeps_its_grid() {
+    let mut s = FireSchedule::default();
+    let every_7s = timed(
+        "rate",
+        serde_json::json!({"scheduleType": "FIXED_RATE", "intervalSeconds": 7,
+            "startAt": "2024-01-01T00:00:00Z"}),
+        "2024-01-01T00:00:00Z",
+    );
+    // Instants 00, 07, …, 56, 63 (01:03): gained at 01:05 with the last recorded fire at 00:21.
+    let last = HashMap::from([("rate".to_string(), t("2024-01-01T00:00:21Z"))]);
+    let step = s.sync([every_7s], t("2024-01-01T00:01:05Z"), RULES, &last);
+    assert_eq!(
+        fires(&step),
+        [
+            ("rate".into(), "2024-01-01T00:00:56+00:00".into(), true),
+            ("rate".into(), "2024-01-01T00:01:03+00:00".into(), false)
+        ]
+    );
+    assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:01:10Z")));
+    let step = s.take_due(t("2024-01-01T00:01:10.001Z"), RULES, usize::MAX);
+    assert_eq!(
+        fires(&step),
+        [("rate".into(), "2024-01-01T00:01:10+00:00".into(), false)]
+    );
+}
+
+#[test]
+fn a_once_job_fires_at_its_instant_and_leaves_the_queue() {
+    let mut s = FireSchedule::default();
+    let once = timed(
+        "once",
+        serde_json::json!({"scheduleType": "ONCE", "startAt": "2024-01-01T00:00:30Z"}),
+        "2024-01-01T00:00:00Z",
+    );
+    let none = timed(
+        "none",
+        serde_json::json!({"scheduleType": "NONE"}),
+        "2024-01-01T00:00:00Z",
+    );
+    s.sync(
+        [once, none],
+        t("2024-01-01T00:00:01Z"),
+        RULES,
+        &HashMap::new(),
+    );
+    assert_eq!(s.len(), 2, "both are owned");
+    assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:30Z")));
+    let step = s.take_due(t("2024-01-01T00:00:30.004Z"), RULES, usize::MAX);
+    assert_eq!(
+        fires(&step),
+        [("once".into(), "2024-01-01T00:00:30+00:00".into(), false)]
+    );
+    assert_eq!(s.next_deadline(), None, "nothing more, for either job");
+}

@@ -1,5 +1,6 @@
-// The create / edit form: a live cron preview (next fire times from the API as you type) and
-// the API's validation messages beside the fields they name.
+// The create / edit form: a live preview of the schedule (next fire times from the API as you
+// type), only the fields the chosen schedule type takes, and the API's validation messages
+// beside the fields they name.
 
 import { api, query, enc } from './api.js';
 import { h, mount, time, field, flash, errorBox } from './dom.js';
@@ -7,6 +8,14 @@ import { t } from './i18n.js';
 import { cronWords } from './cron-words.js';
 
 const PREVIEW_DELAY_MS = 300;
+
+/// The fields each schedule type takes (the others are hidden and not sent).
+const SCHEDULE_FIELDS = {
+  CRON: ['cron'],
+  FIXED_RATE: ['intervalSeconds', 'startAt'],
+  ONCE: ['startAt'],
+  NONE: [],
+};
 
 /// A comma-separated list as an array (empty entries dropped).
 const list = (text) => text.split(',').map((x) => x.trim()).filter(Boolean);
@@ -22,7 +31,8 @@ function jsonText(v) {
 export async function jobFormPage(name) {
   const job = name ? await api('GET', `/jobs/${enc(name)}`) : null;
   const v = job || {
-    name: '', serviceName: '', serviceGroup: null, handler: '', cron: '0 0 * * * ?', timezone: '', enabled: true,
+    name: '', serviceName: '', serviceGroup: null, handler: '', scheduleType: 'CRON', cron: '0 0 * * * ?',
+    intervalSeconds: null, startAt: null, timezone: '', enabled: true,
     shardCount: 1, shardStrategy: 'MOD_HASH', shardParams: null, jobParams: null,
     timeoutSeconds: 300, maxRetry: 3, misfirePolicy: 'FIRE_ONCE_NOW', description: '',
     routeStrategy: 'ROUND_ROBIN', overlapPolicy: 'ALLOW', childJobs: [], alertChannels: [], calendar: null,
@@ -32,7 +42,10 @@ export async function jobFormPage(name) {
     serviceName: h('input', { type: 'text', value: v.serviceName, required: true }),
     serviceGroup: h('input', { type: 'text', value: v.serviceGroup || '', placeholder: t('f.serviceGroupDefault'), maxlength: 128 }),
     handler: h('input', { type: 'text', value: v.handler, required: true }),
-    cron: h('input', { type: 'text', value: v.cron, required: true, class: 'mono', autocomplete: 'off' }),
+    scheduleType: select(Object.keys(SCHEDULE_FIELDS), v.scheduleType || 'CRON'),
+    cron: h('input', { type: 'text', value: v.cron || '', required: true, class: 'mono', autocomplete: 'off' }),
+    intervalSeconds: h('input', { type: 'number', value: v.intervalSeconds ? String(v.intervalSeconds) : '', min: 1, max: 31622400 }),
+    startAt: h('input', { type: 'text', value: v.startAt || '', class: 'mono', placeholder: '2026-12-24T18:00:00+08:00', autocomplete: 'off' }),
     timezone: h('input', { type: 'text', value: v.timezone, placeholder: 'UTC' }),
     calendar: h('input', { type: 'text', value: v.calendar || '', placeholder: t('f.calendarNone'), maxlength: 64 }),
     enabled: h('input', { type: 'checkbox', checked: v.enabled }),
@@ -43,7 +56,7 @@ export async function jobFormPage(name) {
     timeoutSeconds: h('input', { type: 'number', value: String(v.timeoutSeconds), min: 1, max: 86400 }),
     maxRetry: h('input', { type: 'number', value: String(v.maxRetry), min: 0, max: 100 }),
     misfirePolicy: select(['FIRE_ONCE_NOW', 'DO_NOTHING'], v.misfirePolicy),
-    routeStrategy: select(['ROUND_ROBIN', 'FIRST', 'RANDOM', 'CONSISTENT_HASH', 'LEAST_BUSY'], v.routeStrategy || 'ROUND_ROBIN'),
+    routeStrategy: select(['ROUND_ROBIN', 'FIRST', 'RANDOM', 'CONSISTENT_HASH', 'LEAST_BUSY', 'BROADCAST'], v.routeStrategy || 'ROUND_ROBIN'),
     overlapPolicy: select(['ALLOW', 'SKIP', 'COVER'], v.overlapPolicy || 'ALLOW'),
     childJobs: h('input', { type: 'text', value: (v.childJobs || []).join(', ') }),
     alertChannels: h('input', { type: 'text', value: (v.alertChannels || []).join(', ') }),
@@ -53,27 +66,39 @@ export async function jobFormPage(name) {
   const preview = h('div', { class: 'preview', 'aria-live': 'polite' });
   let previewTimer;
   let previewSeq = 0;
+  const previewed = ['cron', 'intervalSeconds', 'startAt', 'timezone', 'calendar'];
+  /// The schedule type's own fields as given (empty ones left out).
+  function scheduleFields() {
+    const type = c.scheduleType.value;
+    const fields = { scheduleType: type };
+    for (const k of SCHEDULE_FIELDS[type]) {
+      const value = c[k].value.trim();
+      if (value) fields[k] = k === 'intervalSeconds' ? Number(value) : value;
+    }
+    return fields;
+  }
   async function updatePreview() {
     const seq = ++previewSeq;
-    const cron = c.cron.value.trim();
-    if (!cron) return mount(preview);
+    const fields = scheduleFields();
+    const type = fields.scheduleType;
+    if (type === 'NONE' || SCHEDULE_FIELDS[type].some((k) => k !== 'startAt' && !fields[k])) {
+      return mount(preview, type === 'NONE' ? h('p', { class: 'hint' }, t('schedule.none')) : null);
+    }
     try {
-      const next = await api('GET', `/cron/next-fire-times${query({ cron, timezone: c.timezone.value.trim(), calendar: c.calendar.value.trim(), count: 5 })}`);
+      const next = await api('GET', `/cron/next-fire-times${query({ ...fields, timezone: c.timezone.value.trim(), calendar: c.calendar.value.trim(), count: 5 })}`);
       if (seq !== previewSeq) return undefined;
-      setError('cron', '');
-      setError('timezone', '');
-      setError('calendar', '');
-      const words = cronWords(cron);
+      for (const k of previewed) setError(k, '');
+      const words = type === 'CRON' ? cronWords(fields.cron) : null;
       return mount(preview,
         h('p', { class: 'hint' }, t('form.preview'), words ? ` (${words})` : '', ':'),
-        h('ol', { class: 'fire-times' }, next.fireTimes.map((ft) => h('li', {}, time(ft, next.timezone)))));
+        next.fireTimes.length
+          ? h('ol', { class: 'fire-times' }, next.fireTimes.map((ft) => h('li', {}, time(ft, next.timezone))))
+          : h('p', { class: 'hint' }, t('schedule.noMore')));
     } catch (err) {
       if (seq !== previewSeq) return undefined;
       mount(preview);
-      if (err.fields.cron || err.fields.timezone || err.fields.calendar) {
-        setError('cron', err.fields.cron || '');
-        setError('timezone', err.fields.timezone || '');
-        setError('calendar', err.fields.calendar || '');
+      if (previewed.some((k) => err.fields[k])) {
+        for (const k of previewed) setError(k, err.fields[k] || '');
       }
       return undefined;
     }
@@ -82,9 +107,9 @@ export async function jobFormPage(name) {
     clearTimeout(previewTimer);
     previewTimer = setTimeout(updatePreview, PREVIEW_DELAY_MS);
   };
-  c.cron.addEventListener('input', schedulePreview);
-  c.timezone.addEventListener('input', schedulePreview);
-  c.calendar.addEventListener('input', schedulePreview);
+  for (const k of ['cron', 'intervalSeconds', 'startAt', 'timezone', 'calendar']) {
+    c[k].addEventListener('input', schedulePreview);
+  }
 
   const general = h('div', {});
   const form = h('form', { class: 'card job-form', novalidate: true, onsubmit: (ev) => { ev.preventDefault(); save(); } },
@@ -92,7 +117,11 @@ export async function jobFormPage(name) {
     field('serviceName', t('f.serviceName'), c.serviceName),
     field('serviceGroup', t('f.serviceGroup'), c.serviceGroup),
     field('handler', t('f.handler'), c.handler),
+    field('scheduleType', t('f.scheduleType'), c.scheduleType),
     field('cron', t('f.cron'), c.cron, t('form.previewHint')),
+    h('div', { class: 'row' },
+      field('intervalSeconds', t('f.intervalSeconds'), c.intervalSeconds),
+      field('startAt', t('f.startAt'), c.startAt, t('form.startAtHint'))),
     preview,
     field('timezone', t('f.timezone'), c.timezone),
     field('calendar', t('f.calendar'), c.calendar),
@@ -120,6 +149,19 @@ export async function jobFormPage(name) {
   c.enabled.id = 'f-enabled';
   c.enabled.name = 'enabled';
 
+  /// Shows the fields of the chosen schedule type only.
+  function showScheduleFields() {
+    const shown = SCHEDULE_FIELDS[c.scheduleType.value];
+    for (const k of ['cron', 'intervalSeconds', 'startAt']) {
+      c[k].closest('.field').hidden = !shown.includes(k);
+    }
+  }
+  c.scheduleType.addEventListener('change', () => {
+    showScheduleFields();
+    schedulePreview();
+  });
+  showScheduleFields();
+
   function setError(name, message) {
     const el = form.querySelector(`[data-field="${name}"]`);
     if (!el) return false;
@@ -145,7 +187,7 @@ export async function jobFormPage(name) {
     const b = {
       serviceName: c.serviceName.value.trim(),
       handler: c.handler.value.trim(),
-      cron: c.cron.value.trim(),
+      ...scheduleFields(),
       enabled: c.enabled.checked,
       shardCount: num('shardCount'),
       shardStrategy: c.shardStrategy.value,

@@ -17,8 +17,19 @@ function go(hash) {
 }
 
 function schedule(job) {
-  const words = cronWords(job.cron);
-  return h('span', { class: 'cron' }, h('code', {}, job.cron), words ? h('span', { class: 'words' }, words) : null);
+  switch (job.scheduleType) {
+    case 'FIXED_RATE':
+      return h('span', { class: 'cron' }, t('schedule.fixedRate', { seconds: job.intervalSeconds }),
+        h('span', { class: 'words' }, t('schedule.from'), ' ', time(job.startAt, job.timezone)));
+    case 'ONCE':
+      return h('span', { class: 'cron' }, t('schedule.once'), ' ', time(job.startAt, job.timezone));
+    case 'NONE':
+      return h('span', { class: 'cron muted' }, t('schedule.none'));
+    default: {
+      const words = cronWords(job.cron);
+      return h('span', { class: 'cron' }, h('code', {}, job.cron), words ? h('span', { class: 'words' }, words) : null);
+    }
+  }
 }
 
 export async function jobsPage(params) {
