@@ -389,7 +389,7 @@ fn dashboard_queries_metrics_jobflow_exports() {
             assert!(exported.contains(&n), "{n} is not a metric JobFlow exports");
         }
         // Prometheus renames a target's own `job` label to `exported_job`: per-job series
-        // are `job_name` (README, "Observability"); `job` is only the scrape job.
+        // are `job_name` (docs/operations.md, "Observability"); `job` is only the scrape job.
         assert!(
             !e.contains("by (job)") && !e.contains("{job=~"),
             "{e} uses the label job"

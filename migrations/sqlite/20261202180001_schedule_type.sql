@@ -1,4 +1,4 @@
--- Schedule types (README, "Schedule types"): CRON jobs keep their cron; FIXED_RATE jobs fire
+-- Schedule types (docs/api.md, "Schedule types"): CRON jobs keep their cron; FIXED_RATE jobs fire
 -- every interval_seconds from start_at; ONCE jobs at start_at; NONE jobs only when triggered.
 -- cron is NULL for every type but CRON. SQLite cannot drop a NOT NULL constraint in place, so
 -- the table is rebuilt with the same columns, rows, ids and id sequence.

@@ -57,7 +57,7 @@ impl AlertEvent {
     }
 }
 
-/// The alert, exactly the generic webhook's JSON body (README, "Running jobs in production"). Facts
+/// The alert, exactly the generic webhook's JSON body (docs/production.md, "Alerts"). Facts
 /// an event does not have (a skipped fire has no execution) are `null`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

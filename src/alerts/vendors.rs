@@ -1,5 +1,5 @@
 //! What each channel kind sends, and how it is signed:
-//! - `webhook`: the JSON body of README's "Running jobs in production"; with a secret,
+//! - `webhook`: the JSON body of docs/production.md, "Alerts"; with a secret,
 //!   `X-JobFlow-Timestamp` (unix seconds) and `X-JobFlow-Signature: v1=<hex HMAC-SHA256(secret,
 //!   timestamp + "." + body)>`.
 //! - `dingtalk`: custom robot markdown message; with a secret ("加签"), the query parameters

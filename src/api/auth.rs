@@ -1,4 +1,4 @@
-//! API authentication: bearer tokens with roles (README, "Security"), as extractors so a handler
+//! API authentication: bearer tokens with roles (docs/operations.md, "Security"), as extractors so a handler
 //! states the role it needs in its signature.
 //!
 //! Tokens are kept only as SHA-256 digests and compared in constant time against every

@@ -145,7 +145,7 @@ pub fn execution_not_found(trace_id: &str) -> ApiError {
     ))
 }
 
-/// What a manual trigger may choose for this run (README, "The API"); every field optional.
+/// What a manual trigger may choose for this run (docs/api.md); every field optional.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TriggerRequest {

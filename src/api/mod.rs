@@ -1,4 +1,4 @@
-//! The REST API (README, "The API"): JSON in camelCase, errors as problem+json, OpenAPI generated
+//! The REST API (docs/api.md): JSON in camelCase, errors as problem+json, OpenAPI generated
 //! from the handlers and served with Swagger UI from the binary.
 
 pub mod auth;

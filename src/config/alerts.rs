@@ -37,7 +37,7 @@ impl Default for AlertsSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelKind {
-    /// JSON body of README's "Running jobs in production" (alerts), HMAC-signed with `secret`.
+    /// JSON body of docs/production.md, "Alerts", HMAC-signed with `secret`.
     Webhook,
     /// DingTalk custom robot; `secret` is its "加签" signing secret.
     Dingtalk,

@@ -1,4 +1,4 @@
-//! Nacos discovery (README, "Running a cluster on Nacos"; docs/design.md, "Ownership"): this
+//! Nacos discovery (docs/operations.md, "Running a cluster on Nacos"; docs/design.md, "Ownership"): this
 //! instance registers under the scheduler service once it is ready, every instance subscribes to
 //! that service and recomputes ownership on each push, and executor instances are kept current per
 //! service and group (a job's `serviceGroup`, else `nacos.group`) by subscription (no Nacos

@@ -1,4 +1,4 @@
-//! Sharding strategies and their parameters (docs/design.md, "Dispatch"; README, "Executors").
+//! Sharding strategies and their parameters (docs/design.md, "Dispatch"; docs/executors.md).
 //!
 //! A job has a fixed `shard_count` S; the dispatcher splits 0..S into contiguous ranges over
 //! the live executors. The strategy says what a shard means to the executor:

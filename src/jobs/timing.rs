@@ -1,6 +1,6 @@
 //! When a job fires by itself: its schedule type and the instants that type yields.
 //!
-//! Rules (README, "Schedule types"):
+//! Rules (docs/api.md, "Schedule types"):
 //! - `CRON`: the cron expression's instants in the job's time zone;
 //! - `FIXED_RATE`: `startAt + k × intervalSeconds` for every k ≥ 0, whatever the previous fire
 //!   did; `startAt` is a whole second;
