@@ -449,30 +449,33 @@ async fn cover(
     let bound = attempts.clock.now() + chrono::Duration::seconds(job.spec.timeout_seconds.into());
     // A run that cannot have been called was stopped by its cancel. An admitted cron fire's
     // rows stay PENDING while they are called: they are asked like RUNNING ones, and so are
-    // runs cancelled before and still stopping.
-    for run in covered
+    // runs cancelled before and still stopping. All are asked at once: a run slow to answer
+    // its cancel does not hold back the ask of another whose call may still be on its way.
+    let asked = covered
         .iter()
         .filter(|r| r.status == ExecutionStatus::Cancelled || r.may_have_been_called())
-    {
-        if !stopped_by(attempts, run, bound).await {
-            let why = format!(
-                "not called: the covered run {} did not stop within {}s (overlapPolicy COVER)",
-                run.trace_id, job.spec.timeout_seconds
-            );
-            for row in &rows {
-                // Unless compensation took it over while this instance was paused.
-                let verdict = Verdict::new(ExecutionStatus::Skipped, why.clone()).while_held(row);
-                let from = &[ExecutionStatus::Pending, ExecutionStatus::Running];
-                attempts
-                    .conclude(job, row, from, verdict, None, &hold)
-                    .await;
-            }
-            return;
+        .map(|run| async move { (run, stopped_by(attempts, run, bound).await) });
+    let answers = futures::future::join_all(asked).await;
+    let stopped: Vec<String> = answers
+        .iter()
+        .filter(|(_, stopped)| *stopped)
+        .map(|(run, _)| run.trace_id.clone())
+        .collect();
+    let _ = attempts.executions.stops_confirmed(&stopped).await;
+    if let Some((run, _)) = answers.iter().find(|(_, stopped)| !stopped) {
+        let why = format!(
+            "not called: the covered run {} did not stop within {}s (overlapPolicy COVER)",
+            run.trace_id, job.spec.timeout_seconds
+        );
+        for row in &rows {
+            // Unless compensation took it over while this instance was paused.
+            let verdict = Verdict::new(ExecutionStatus::Skipped, why.clone()).while_held(row);
+            let from = &[ExecutionStatus::Pending, ExecutionStatus::Running];
+            attempts
+                .conclude(job, row, from, verdict, None, &hold)
+                .await;
         }
-        let _ = attempts
-            .executions
-            .stops_confirmed(std::slice::from_ref(&run.trace_id))
-            .await;
+        return;
     }
     for row in rows {
         // Unread (the database does not answer), it is called: an executor told to stop it

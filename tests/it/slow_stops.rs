@@ -27,6 +27,7 @@ backend_tests!(
     a_cover_fire_waits_for_every_run_still_stopping,
     a_cover_trigger_is_answered_before_the_run_it_covers_stops,
     a_covered_run_its_executor_never_had_stops_only_once_the_executor_was_told,
+    a_cover_fire_asks_every_covered_run_at_once,
 );
 
 /// How long the handler runs, whatever it is asked (unless the test says otherwise).
@@ -360,4 +361,97 @@ async fn a_covered_run_its_executor_never_had_stops_only_once_the_executor_was_t
         0,
         "the handler ran for a call its executor was told to stop: {answered}"
     );
+}
+
+/// A COVER fire asks every run it covers to stop at once: a run whose executor takes 10 s to
+/// answer its cancel (its handler runs on) does not hold back the ask of a claimed run whose
+/// call may still be on its way, which its executor then remembers. (The campaign, seed 4: the
+/// covering fire asked one by one, and the call of the second arrived before its ask.)
+async fn a_cover_fire_asks_every_covered_run_at_once(backend: Backend) {
+    use jobflow::jobs::{ExecutionStatus, NewExecution, TriggerType};
+    use jobflow::store::{FireOutcome, Transition};
+    let truth = Truth::new(RUN);
+    let slow = Router::new()
+        .route("/internal/job/status/{trace}", get(status))
+        .route("/internal/job/cancel/{trace}", post(cancel))
+        .route("/internal/job/{handler}", post(call))
+        .with_state(truth.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slow_addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, slow).await });
+    let (sdk_addr, runs) = crate::helpers::counting_sdk_executor("h").await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let both = [slow_addr.clone(), sdk_addr.clone()];
+    let scheduler = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &both);
+        // The leader stays out of it: only the covering fire asks.
+        s.compensation.recovery_interval_millis = 600_000;
+    })
+    .await;
+    scheduler
+        .create_job(
+            &json!({"name": "two-covered", "serviceName": "svc", "handler": "h",
+            "cron": "0 0 3 1 1 ?", "overlapPolicy": "COVER", "timeoutSeconds": 60}),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let instant = chrono::SubsecRound::trunc_subsecs(Utc::now(), 0);
+    let row = |range: u32, executor: &str| NewExecution {
+        execution_id: jobflow::jobs::execution_id("two-covered", instant, range, range),
+        trace_id: jobflow::jobs::new_trace_id(),
+        job_name: "two-covered".into(),
+        trigger_type: TriggerType::Cron,
+        fire_time: instant,
+        scheduler_instance: "127.0.0.1:1".into(),
+        executor_instance: Some(executor.to_string()),
+        shard_start: range,
+        shard_end: range,
+        shard_count: 2,
+        trigger_time: instant,
+        due_time: instant,
+        status: ExecutionStatus::Pending,
+        retry_count: 0,
+        parent_trace_id: None,
+        error_message: None,
+        job_params: None,
+    };
+    // Range 0 runs at the slow executor; range 1 is claimed and not called yet.
+    let (running, claimed) = (row(0, &slow_addr), row(1, &sdk_addr));
+    let (running_trace, claimed_trace) = (running.trace_id.clone(), claimed.trace_id.clone());
+    let store = scheduler.store.clone();
+    assert!(matches!(
+        store.record_fire(None, &[running, claimed]).await.unwrap(),
+        FireOutcome::Recorded(_)
+    ));
+    let started = Transition {
+        executor_instance: Some(slow_addr.clone()),
+        start_time: Some(Utc::now()),
+        ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
+    };
+    store.transition(&running_trace, &started).await.unwrap();
+    let slow_call = reqwest::Client::new()
+        .post(format!("http://{slow_addr}/internal/job/h"))
+        .header("X-Trace-Id", &running_trace)
+        .header("X-Execution-Id", "two-covered:0-0")
+        .send();
+    tokio::spawn(slow_call);
+    eventually(Duration::from_secs(5), "range 0 running", || async {
+        (truth.state(&running_trace) == Some("RUNNING")).then_some(())
+    })
+    .await;
+    let (status, _) = scheduler
+        .post("/api/v1/jobs/two-covered/trigger", &json!({}))
+        .await;
+    assert_eq!(status, 200);
+    // Within 3 s (the slow executor answers its cancel after 10 s), the claimed range's
+    // executor has been told to stop it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let answer = reqwest::get(format!(
+        "http://{sdk_addr}/internal/job/status/{claimed_trace}"
+    ))
+    .await
+    .unwrap();
+    let told = answer.text().await.unwrap();
+    assert!(told.contains("CANCELLED"), "{told}");
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
