@@ -125,8 +125,8 @@ async fn cancel(State(t): State<Truth>, Path(trace): Path<String>) -> (StatusCod
     t.answer(&trace)
 }
 
-/// The truthful, slow executor, and a scheduler whose compensation asks every second.
-async fn slow_executor(backend: Backend, truth: &Truth) -> TestApp {
+/// The truthful, slow executor on a port of its own: its address.
+async fn serve_truth(truth: &Truth) -> String {
     let app = Router::new()
         .route("/internal/job/status/{trace}", get(status))
         .route("/internal/job/cancel/{trace}", post(cancel))
@@ -135,6 +135,12 @@ async fn slow_executor(backend: Backend, truth: &Truth) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// The truthful, slow executor, and a scheduler whose compensation asks every second.
+async fn slow_executor(backend: Backend, truth: &Truth) -> TestApp {
+    let addr = serve_truth(truth).await;
     let db = Arc::new(TestDb::create(backend).await);
     TestApp::spawn_with(db, move |s| {
         s.executors.static_ = static_executors("svc", &[addr]);
@@ -371,14 +377,7 @@ async fn a_cover_fire_asks_every_covered_run_at_once(backend: Backend) {
     use jobflow::jobs::{ExecutionStatus, NewExecution, TriggerType};
     use jobflow::store::{FireOutcome, Transition};
     let truth = Truth::new(RUN);
-    let slow = Router::new()
-        .route("/internal/job/status/{trace}", get(status))
-        .route("/internal/job/cancel/{trace}", post(cancel))
-        .route("/internal/job/{handler}", post(call))
-        .with_state(truth.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let slow_addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move { axum::serve(listener, slow).await });
+    let slow_addr = serve_truth(&truth).await;
     let (sdk_addr, runs) = crate::helpers::counting_sdk_executor("h").await;
     let db = Arc::new(TestDb::create(backend).await);
     let both = [slow_addr.clone(), sdk_addr.clone()];
