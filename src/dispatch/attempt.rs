@@ -148,7 +148,7 @@ impl Attempts {
         let from: &'static [ExecutionStatus] = &[Pending];
         if executors.is_empty() {
             self.outcomes.alerts.no_executor(&job, &row);
-            let verdict = Verdict::failed(no_executor(&job));
+            let verdict = Verdict::failed(no_executor(&job)).while_held(&row);
             self.conclude(&job, &row, from, verdict, None, &hold).await;
             return;
         }
@@ -161,8 +161,8 @@ impl Attempts {
                 row.executor_instance.as_deref().unwrap_or("-"),
                 job.spec.service_name
             );
-            self.conclude(&job, &row, from, Verdict::failed(why), None, &hold)
-                .await;
+            let verdict = Verdict::failed(why).while_held(&row);
+            self.conclude(&job, &row, from, verdict, None, &hold).await;
             return;
         }
         let started = self.clock.now();
@@ -188,12 +188,15 @@ impl Attempts {
         };
         drop(slot);
         drop(service_slot);
+        // Every verdict of this attempt is written only while the row is still held as it
+        // was handed out: a row taken over meanwhile (this instance paused past its lease,
+        // compensation called it again) is answered for by its new holder.
         let verdict = match outcome {
-            Called::Finished(verdict) => verdict,
+            Called::Finished(verdict) => verdict.while_held(&row),
             Called::Accepted => return,
             Called::NoAnswer { instance, why } => {
                 match self.no_answer(&job, &row, instance, why, started).await {
-                    Some(verdict) => verdict,
+                    Some(verdict) => verdict.while_held(&row),
                     None => return,
                 }
             }
@@ -214,7 +217,7 @@ impl Attempts {
     /// and due time. `false` when it was cancelled or taken over meanwhile.
     async fn take(&self, row: &Execution, executor: String, at: DateTime<Utc>) -> bool {
         let take = Transition {
-            held_by: row.scheduler_instance.clone().map(|s| (s, row.due_time)),
+            held_by: row.lease(),
             ..Transition::started(executor, at)
         };
         match self.executions.transition(&row.trace_id, &take).await {
@@ -300,6 +303,7 @@ impl Attempts {
         // Every move into RUNNING names its start too (compensation reads it).
         let moved = Transition {
             from: &[Pending, Running],
+            held_by: row.lease(),
             ..Transition::started(executor.to_string(), self.clock.now())
         };
         let settler = &self.outcomes.settler;
@@ -327,7 +331,10 @@ impl Attempts {
         at: DateTime<Utc>,
         settled_here: Arc<AtomicBool>,
     ) {
-        let start = Transition::started(executor.clone(), at);
+        let start = Transition {
+            held_by: row.lease(),
+            ..Transition::started(executor.clone(), at)
+        };
         let (this, trace) = (self.clone(), row.trace_id.clone());
         self.tasks.spawn(async move {
             if let Ok(Applied::No) = this.outcomes.settler.started(&trace, start).await
@@ -358,6 +365,12 @@ impl Attempts {
         started: DateTime<Utc>,
     ) -> Option<Verdict> {
         let addr = instance.addr.to_string();
+        if !self.still_held(row).await {
+            // Its new holder called it again (the same execution, which the executor runs
+            // once): a stop asked from here would stop that call.
+            tracing::warn!(executor = %addr, "no answer, and the execution was taken over meanwhile; its new holder answers for it");
+            return None;
+        }
         let stopped = match self.client.cancel(&instance, &row.trace_id, started).await {
             Probe::Finished { status, message } if status != Cancelled => {
                 // It finished after all: its own verdict counts.
@@ -374,11 +387,25 @@ impl Attempts {
             error_message: Some(format!(
                 "{why}; the executor did not confirm it stopped, so compensation settles this execution once it can tell"
             )),
+            held_by: row.lease(),
             ..Transition::to(&[Running], Running)
         };
         let _ = self.outcomes.settler.write(&row.trace_id, note).await;
         tracing::warn!(executor = %addr, job_name = %job.name(), "no answer and no confirmed stop; left RUNNING for compensation");
         None
+    }
+
+    /// Whether `row` is still RUNNING and held as it was handed to this attempt. `false`
+    /// too when the database cannot tell: compensation asks the executor once it can.
+    async fn still_held(&self, row: &Execution) -> bool {
+        match self.executions.get_execution(&row.trace_id).await {
+            Ok(Some(now)) => now.status == Running && now.lease() == row.lease(),
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the execution; compensation asks its executor");
+                false
+            }
+        }
     }
 
     /// Settles `row` with `verdict` and starts what it earned: its retry here, its children

@@ -84,7 +84,7 @@ impl Verdict {
     /// instance never called, whose holder may have paused past its lease.
     pub fn while_held(self, row: &Execution) -> Self {
         Self {
-            held_by: row.scheduler_instance.clone().map(|s| (s, row.due_time)),
+            held_by: row.lease(),
             ..self
         }
     }

@@ -287,6 +287,15 @@ pub struct Execution {
 }
 
 impl Execution {
+    /// Its holder and the due time its lease began at (milliseconds, as stored): the guard
+    /// of a change only its holder may make, which fails once the row was handed to another
+    /// (see `Transition::held_by`).
+    pub fn lease(&self) -> Option<(String, DateTime<Utc>)> {
+        use chrono::SubsecRound;
+        let due = self.due_time.trunc_subsecs(3);
+        self.scheduler_instance.clone().map(|s| (s, due))
+    }
+
     /// Whether an open run may have reached its executor: RUNNING, or the PENDING first attempt
     /// of a cron fire, which is called at its instant without taking its row first and writes
     /// RUNNING after the call. Other PENDING rows are taken by a compare-and-set before their

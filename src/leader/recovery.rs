@@ -75,7 +75,7 @@ impl Recovery {
             let why = "the job was deleted before this execution was dispatched";
             return self.close(&exec, Failed, why).await;
         };
-        let holder = exec.scheduler_instance.clone().map(|s| (s, exec.due_time));
+        let holder = exec.lease();
         // The old holder may have sent the call just before it died (RUNNING is written after
         // the call): ask the planned executor before calling again.
         match self.attempts.status(&exec).await.map(|(_, p)| p) {

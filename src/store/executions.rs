@@ -115,14 +115,21 @@ impl ExecutionStore for SqlStore {
         jobs.sort_unstable();
         jobs.dedup();
         lock_job_rows(&mut tx, &jobs).await?;
-        // Compare: the current status of every row, locked until the commit.
+        // Compare: the current status and holder of every row, locked until the commit.
         let lock = tx.backend().lock_rows();
-        let mut current: HashMap<String, String> = HashMap::with_capacity(batch.len());
+        let mut current: HashMap<String, Held> = HashMap::with_capacity(batch.len());
         for chunk in batch.chunks(MULTI_ROW) {
-            let mut q = Sql::new("SELECT trace_id, status FROM job_execution WHERE trace_id IN ");
+            let mut q = Sql::new(
+                "SELECT trace_id, status, scheduler_instance, due_time FROM job_execution WHERE trace_id IN ",
+            );
             q.list(chunk.iter().map(|(t, _)| t.as_str())).push(lock);
             for row in tx.fetch_all(q).await? {
-                current.insert(row.at(0)?, row.at(1)?);
+                let held = Held {
+                    status: row.at(1)?,
+                    holder: row.at(2)?,
+                    due: row.at(3)?,
+                };
+                current.insert(row.at(0)?, held);
             }
         }
         // Decide in order, as if the transitions were applied one by one.
@@ -130,8 +137,12 @@ impl ExecutionStore for SqlStore {
         let mut winners: Vec<&(String, Transition)> = Vec::new();
         for item @ (trace, t) in batch {
             let wins = match current.get_mut(trace.as_str()) {
-                Some(status) if t.from.iter().any(|f| f.as_str() == status.as_str()) => {
-                    *status = t.to.as_str().to_string();
+                Some(row) if row.admits(t) => {
+                    row.status = t.to.as_str().to_string();
+                    if let Some((holder, due)) = &t.hand_to {
+                        row.holder = Some(holder.clone());
+                        row.due = *due;
+                    }
                     true
                 }
                 _ => false,
@@ -468,6 +479,12 @@ fn set_many(items: &[&(String, Transition)]) -> Sql {
         }
         q.push(&format!(" ELSE {name} END"));
     };
+    column("scheduler_instance", &|t| {
+        t.hand_to.as_ref().map(|(holder, _)| holder.as_str().into())
+    });
+    column("due_time", &|t| {
+        t.hand_to.as_ref().map(|(_, due)| (*due).into())
+    });
     column("executor_instance", &|t| {
         t.executor_instance.clone().map(Into::into)
     });
@@ -483,6 +500,25 @@ fn set_many(items: &[&(String, Transition)]) -> Sql {
     q.push(" WHERE trace_id IN ")
         .list(items.iter().map(|(trace, _)| trace.as_str()));
     q
+}
+
+/// What a batch's compare reads of one row: its status and its holder's lease.
+struct Held {
+    status: String,
+    holder: Option<String>,
+    due: DateTime<Utc>,
+}
+
+impl Held {
+    /// Whether `t` applies to the row as it is: from one of its states and, when it is
+    /// guarded, while the row is still held as the guard says (as [`transition_query`]'s
+    /// `WHERE` decides for a single row).
+    fn admits(&self, t: &Transition) -> bool {
+        let held = t.held_by.as_ref().is_none_or(|(owner, due)| {
+            self.holder.as_deref() == Some(owner.as_str()) && super::ms(self.due) == super::ms(*due)
+        });
+        held && t.from.iter().any(|f| f.as_str() == self.status)
+    }
 }
 
 /// The compare-and-set of one row, with its guards.

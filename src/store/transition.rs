@@ -26,7 +26,7 @@ pub struct Transition {
     pub from: &'static [ExecutionStatus],
     pub to: ExecutionStatus,
     /// Guard: the row's `scheduler_instance` and `due_time` are still these (the lease of a
-    /// PENDING row; see `dispatch`). Only single-row `transition` honours guards.
+    /// PENDING row; see `dispatch`), honoured alone and in batches.
     pub held_by: Option<(String, DateTime<Utc>)>,
     /// Hands the row to another holder: new `scheduler_instance` and `due_time`.
     pub hand_to: Option<(String, DateTime<Utc>)>,

@@ -23,6 +23,7 @@ backend_tests!(
     restart_between_fires_follows_the_misfire_policy,
     a_manual_runs_params_reach_the_executor_when_another_instance_dispatches_it,
     retries_of_a_manual_run_keep_its_params_on_any_instance,
+    an_attempt_whose_row_was_taken_over_leaves_it_to_its_new_holder,
 );
 
 async fn compensating_app(backend: Backend, rec: &Recorder) -> TestApp {
@@ -499,4 +500,56 @@ async fn retries_of_a_manual_run_keep_its_params_on_any_instance(backend: Backen
         ],
         "every attempt sends the run's params"
     );
+}
+
+/// An instance whose call is out pauses past its lease; another instance takes the row over
+/// and calls it again (the same execution, which the executor runs once). When the paused
+/// instance's call then gets no answer, it neither asks the executor to stop the execution
+/// (that would stop the new holder's call) nor writes a verdict and a retry beside the new
+/// holder's run: the row is the new holder's to answer for.
+async fn an_attempt_whose_row_was_taken_over_leaves_it_to_its_new_holder(backend: Backend) {
+    let rec = Recorder::with(|_| Reply::slow(Duration::from_secs(60))).await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = vec![rec.addr.clone()];
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addr);
+        // This instance's compensation stays out of it: the test plays the other instance.
+        s.compensation.interval_seconds = 3600u64.try_into().unwrap();
+    })
+    .await;
+    app.create_job(&json!({"name": "paused", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "timeoutSeconds": 1, "maxRetry": 1})).await;
+    let (status, rows) = app.post("/api/v1/jobs/paused/trigger", &json!({})).await;
+    assert_eq!(status, 200, "{rows}");
+    let trace = rows[0]["traceId"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(10), "the call", || async {
+        (!rec.calls().is_empty()).then_some(())
+    })
+    .await;
+    let other = "10.9.9.9:8080";
+    let taken = Utc::now().trunc_subsecs(3);
+    let take_over = Transition {
+        hand_to: Some((other.into(), taken)),
+        executor_instance: Some(rec.addr.clone()),
+        start_time: Some(taken),
+        ..Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Running)
+    };
+    assert!(
+        app.store
+            .transition(&trace, &take_over)
+            .await
+            .unwrap()
+            .applied()
+    );
+    // What must not happen can only be looked for after it would have: the call's answer
+    // is given up on at the timeout + 5 s; a stop, a verdict and a retry follow within
+    // milliseconds.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert_eq!(rec.cancels(), Vec::<String>::new(), "no stop asked");
+    let row = app.store.get_execution(&trace).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.scheduler_instance.as_deref(), row.due_time),
+        (ExecutionStatus::Running, Some(other), taken)
+    );
+    assert_eq!(app.executions("paused").await.len(), 1, "no retry row");
+    assert_eq!(rec.calls().len(), 1, "called once");
 }

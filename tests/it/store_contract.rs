@@ -452,13 +452,51 @@ async fn a_lease_guards_its_row_and_hands_over_once(backend: Backend) {
     );
     let new_holder_starts = Transition {
         held_by: Some(("127.0.0.1:8081".into(), later)),
-        ..old_holder_starts
+        ..old_holder_starts.clone()
     };
-    assert!(
-        s.transition(&r.trace_id, &new_holder_starts)
-            .await
-            .unwrap()
-            .applied()
+    // In a group-committed batch the guards decide the same way, each move seeing the row
+    // as the moves before it left it.
+    let old_holder_ends = Transition {
+        held_by: Some(("127.0.0.1:8080".into(), due)),
+        ..Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Timeout)
+    };
+    let batch = [
+        (r.trace_id.clone(), old_holder_starts),
+        (r.trace_id.clone(), new_holder_starts),
+        (r.trace_id.clone(), old_holder_ends),
+    ];
+    assert_eq!(
+        s.transitions(&batch).await.unwrap(),
+        [Applied::No, Applied::yes(), Applied::No]
+    );
+    let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
+    assert_eq!(e.status, ExecutionStatus::Running);
+    // A hand-over earlier in the batch moves the lease for the guards after it.
+    let again = later + Duration::seconds(30);
+    let batch = [
+        (
+            r.trace_id.clone(),
+            Transition {
+                hand_to: Some(("127.0.0.1:8082".into(), again)),
+                ..Transition::to(&[ExecutionStatus::Running], ExecutionStatus::Pending)
+            },
+        ),
+        (
+            r.trace_id.clone(),
+            Transition {
+                held_by: Some(("127.0.0.1:8082".into(), again)),
+                ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running)
+            },
+        ),
+    ];
+    assert_eq!(
+        s.transitions(&batch).await.unwrap(),
+        [Applied::yes(), Applied::yes()]
+    );
+    let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
+    assert_eq!(
+        (e.status, e.scheduler_instance.as_deref(), e.due_time),
+        (ExecutionStatus::Running, Some("127.0.0.1:8082"), again)
     );
 }
 
