@@ -20,8 +20,7 @@ use crate::alerts::Alerts;
 use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobBook, JobDefinition, NewExecution, OverlapPolicy, TriggerType,
-    fire_key,
+    Execution, ExecutionStatus, JobBook, JobDefinition, NewExecution, TriggerType, fire_key,
 };
 use crate::store::{Applied, ChildTrigger, Follow, JobStore, Store, Transition};
 
@@ -287,16 +286,18 @@ impl Outcomes {
 
 /// Whether settling a run of `job` locks the job's row first. Its fires' completion triggers
 /// its children under that lock, so two ranges finishing together are decided one after the
-/// other. Its guarded fires are admitted against its open runs under it too, but only a
-/// retry needs that: a run that ends for good and an admission reading it at the same moment
-/// may pass each other, the admission then seeing the run still open (a SKIP fire skipped
-/// beside a run in its last milliseconds, as if it had come a moment earlier; a COVER fire
-/// asks a run that has ended to stop, which it confirms at once). A retry inserted behind
-/// an admission's read would escape it, so a verdict that earns one waits for the lock.
-/// Without it, the SUCCESS of each run of a guarded job would hold back the admission of
-/// every guarded fire of its instance until its commit.
+/// other. A verdict that earns a retry waits for the lock too, whatever the policy `job` was
+/// handed out under: guarded fires are admitted against the job's open runs under that lock,
+/// and a retry inserted behind an admission's read would escape it, to run beside the fire
+/// admitted. The job may have become guarded since its run was handed out, so the run's own
+/// (ALLOW) definition does not tell. A verdict that ends a run for good needs no lock: a run
+/// that ends and an admission reading it at the same moment may pass each other, the
+/// admission then seeing the run still open (a SKIP fire skipped beside a run in its last
+/// milliseconds, as if it had come a moment earlier; a COVER fire asks a run that has ended
+/// to stop, which it confirms at once). Without that, the SUCCESS of each run of a guarded
+/// job would hold back the admission of every guarded fire of its instance until its commit.
 pub fn locks_on_settle(job: &JobDefinition, retries: bool) -> bool {
-    !job.spec.child_jobs.is_empty() || (retries && job.spec.overlap_policy != OverlapPolicy::Allow)
+    !job.spec.child_jobs.is_empty() || retries
 }
 
 /// The metrics of a row that ended with `status`.
@@ -310,5 +311,35 @@ pub fn record_final(exec: &Execution, status: ExecutionStatus, duration_ms: Opti
     }
     if matches!(status, Failed | Timeout) {
         metrics::counter!("job_execution_failures_total", "job_name" => job).increment(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(body: serde_json::Value) -> JobDefinition {
+        let mut all = serde_json::json!({"name": "j", "serviceName": "s", "handler": "h",
+            "cron": "* * * * * ?"});
+        all.as_object_mut()
+            .unwrap()
+            .extend(body.as_object().unwrap().clone());
+        JobDefinition::stored(all, Utc::now())
+    }
+
+    #[test]
+    fn a_verdict_that_earns_a_retry_locks_its_job_whatever_policy_its_run_had() {
+        // Handed out ALLOW; the job may be SKIP by the time the retry is written.
+        let allow = job(serde_json::json!({}));
+        assert!(locks_on_settle(&allow, true));
+        assert!(
+            !locks_on_settle(&allow, false),
+            "an end for good needs no lock"
+        );
+        let parent = job(serde_json::json!({"childJobs": ["c"]}));
+        assert!(
+            locks_on_settle(&parent, false),
+            "children are decided under it"
+        );
     }
 }
