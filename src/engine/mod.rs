@@ -370,8 +370,12 @@ impl Engine {
         let ring = self.cluster.ring();
         let me = self.discovery.self_id();
         let changed: Vec<Arc<JobDefinition>> = changes.changed.into_iter().map(Arc::new).collect();
-        self.book
-            .apply(&changed, &changes.removed, changes.revision);
+        self.book.apply(
+            &changed,
+            &changes.removed,
+            &changes.history,
+            changes.revision,
+        );
         let mut not_owned: Vec<String> = changes.removed.iter().map(|c| c.name.clone()).collect();
         let mut owned = Vec::new();
         for job in &changed {

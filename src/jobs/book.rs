@@ -98,6 +98,10 @@ struct Book {
     /// When recently deleted jobs were deleted. A job gone at an unknown time has no entry:
     /// it overtakes every fire.
     deleted: HashMap<String, DateTime<Utc>>,
+    /// The recent writes of each job, (revision, time), as the change log told them: a fire
+    /// is overtaken by any change after its definition made up to its instant, which is not
+    /// always the last (an edit before the instant, then a disable after it).
+    written: HashMap<String, Vec<(i64, DateTime<Utc>)>>,
 }
 
 impl Book {
@@ -111,6 +115,26 @@ impl Book {
         let horizon = at - DELETIONS_KEPT;
         self.deleted.retain(|_, when| *when > horizon);
         self.deleted.insert(name.to_string(), at);
+    }
+
+    /// Notes a write of a job (or its deletion), forgetting writes older than
+    /// [`DELETIONS_KEPT`] before it.
+    fn note_write(&mut self, change: &JobChange) {
+        let horizon = change.at - DELETIONS_KEPT;
+        let writes = self.written.entry(change.name.clone()).or_default();
+        if !writes.contains(&(change.revision, change.at)) {
+            writes.push((change.revision, change.at));
+        }
+        writes.retain(|(_, at)| *at > horizon);
+    }
+
+    /// Whether a write the book was told of overtakes a fire of `handed` for `instant`.
+    fn written_overtakes(&self, handed: &JobDefinition, instant: DateTime<Utc>) -> bool {
+        let writes = self.written.get(handed.name().as_str());
+        writes.is_some_and(|w| {
+            w.iter()
+                .any(|&(revision, at)| revision > handed.revision && at <= instant)
+        })
     }
 }
 
@@ -146,6 +170,9 @@ impl JobBook {
         let book = self.inner.read().expect("book lock");
         let name = handed.name().as_str();
         let deleted_by = || book.deleted.get(name).is_none_or(|at| *at <= instant);
+        if book.written_overtakes(handed, instant) {
+            return true;
+        }
         match book.jobs.get(name) {
             Some(now) if now.0.revision <= handed.revision => false,
             // Created again: the handed definition was deleted in between.
@@ -167,6 +194,11 @@ impl JobBook {
             None => job.revision > book.revision,
         };
         if newer {
+            book.note_write(&JobChange {
+                name: job.name().to_string(),
+                revision: job.revision,
+                at: job.updated_at,
+            });
             book.jobs.replace(ByName(Arc::new(job)));
         }
     }
@@ -185,9 +217,19 @@ impl JobBook {
         }
     }
 
-    /// Applies the changes up to `revision` (an incremental reload).
-    pub fn apply(&self, changed: &[Arc<JobDefinition>], removed: &[JobChange], revision: i64) {
+    /// Applies the changes up to `revision` (an incremental reload), with every write and
+    /// deletion they came from (`history`).
+    pub fn apply(
+        &self,
+        changed: &[Arc<JobDefinition>],
+        removed: &[JobChange],
+        history: &[JobChange],
+        revision: i64,
+    ) {
         let mut book = self.inner.write().expect("book lock");
+        for change in history {
+            book.note_write(change);
+        }
         for gone in removed {
             if book.jobs.remove(gone.name.as_str()) {
                 book.note_deletion(&gone.name, gone.at);
@@ -284,12 +326,13 @@ mod tests {
                 revision: 6,
                 at: at(10),
             }],
+            &[],
             6,
         );
         assert!(book.overtakes(&handed, at(10)));
         assert!(!book.overtakes(&handed, at(9)));
         let again = edited("a", 7, 20, 20);
-        book.apply(&[Arc::new(again)], &[], 7);
+        book.apply(&[Arc::new(again)], &[], &[], 7);
         assert!(
             book.overtakes(&handed, at(15)),
             "created again after the instant, deleted before it"
@@ -315,8 +358,40 @@ mod tests {
                 revision: 7,
                 at: DateTime::<Utc>::MIN_UTC,
             }],
+            &[],
             7,
         );
         assert!(book.overtakes(&unreadable, at(0)));
+    }
+
+    #[test]
+    fn every_change_since_a_fire_was_handed_out_counts_not_only_the_last() {
+        let book = JobBook::default();
+        let handed = edited("a", 5, 0, 0);
+        book.replace(vec![handed.clone()], 5);
+        // Both read in one catch-up (the instance could not read the log in between): an
+        // edit before the instant, then a disable after it.
+        let change = |revision, s| JobChange {
+            name: "a".into(),
+            revision,
+            at: at(s),
+        };
+        let mut now = edited("a", 7, 0, 20);
+        now.spec.enabled = false;
+        book.apply(&[Arc::new(now)], &[], &[change(6, 8), change(7, 20)], 7);
+        assert!(
+            book.overtakes(&handed, at(10)),
+            "edited at 8, before the instant"
+        );
+        assert!(
+            !book.overtakes(&handed, at(7)),
+            "both changes came after the instant"
+        );
+        // A write this instance made itself counts the same way.
+        let other = edited("b", 5, 0, 0);
+        book.replace(vec![handed.clone(), other.clone()], 7);
+        book.note_saved(edited("b", 8, 0, 3));
+        book.note_saved(edited("b", 9, 0, 30));
+        assert!(book.overtakes(&other, at(10)));
     }
 }

@@ -28,7 +28,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::columns::execution;
 use super::sql::{Sql, Tx};
-use super::steps::{StoredJob, count_cancels, deletions, lock_jobs, record_stopping, withdraw_in};
+use super::steps::{StoredJob, changes_of, count_cancels, lock_jobs, record_stopping, withdraw_in};
 use super::{ADMIT_AHEAD, Admitted, GuardedFire, MULTI_ROW, StoreError};
 use crate::jobs::{Execution, ExecutionStatus, JobChange, OverlapPolicy, TriggerType, fire_key};
 
@@ -72,19 +72,19 @@ pub(super) async fn judge_ahead(
     Ok(fires.iter().map(idle).collect())
 }
 
-/// The jobs of guarded fires as stored: their rows (locked) and the deletions in the change
-/// log of those whose row changed or went since a fire was planned.
+/// The jobs of guarded fires as stored: their rows (locked), and the writes and deletions in
+/// the change log of those whose row changed or went since a fire was planned.
 struct Stored {
     rows: HashMap<String, StoredJob>,
-    deletions: Vec<JobChange>,
+    changes: Vec<JobChange>,
 }
 
 impl Stored {
     /// Whether `fire` may still be admitted under its job as stored: a manual run or a child
     /// while the job exists; a cron fire while its job is at the revision it was planned
-    /// under, or changed only after its instant (a change overtakes the fires due at or
-    /// after it, see [`JobBook`](crate::jobs::JobBook)). A job gone with no deletion left in
-    /// the log is taken as deleted before the instant.
+    /// under, or changed only after its instant: every change since, not only the last (a
+    /// change overtakes the fires due at or after it, see [`JobBook`](crate::jobs::JobBook)).
+    /// A job gone with no deletion left in the log is taken as deleted before the instant.
     fn is_current(&self, fire: &GuardedFire) -> bool {
         let row = self.rows.get(&fire.job);
         let Some(handed) = fire.revision else {
@@ -103,7 +103,7 @@ impl Stored {
         });
         let mut changes = written
             .iter()
-            .chain(self.deletions.iter().filter(|d| d.name == fire.job))
+            .chain(self.changes.iter().filter(|d| d.name == fire.job))
             .peekable();
         changes.peek().is_some() && !changes.any(|c| c.overtakes(handed, instant))
     }
@@ -129,9 +129,9 @@ async fn read_jobs(
         .collect();
     changed.sort_unstable();
     changed.dedup();
-    let deletions = deletions(tx, &changed).await?;
+    let changes = changes_of(tx, &changed).await?;
     let open = open_runs(tx, &jobs, now).await?;
-    Ok((Stored { rows, deletions }, open))
+    Ok((Stored { rows, changes }, open))
 }
 
 /// Of its job's `runs`, `fire`'s own rows still PENDING, and the other runs it is judged

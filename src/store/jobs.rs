@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use super::batch::NewJob;
 use super::columns::{job, spec_columns};
 use super::sql::{Db, Sql, Tx};
-use super::steps::job_change;
+use super::steps::read_changes;
 use super::{
     DocumentApply, DocumentChanges, DocumentOutcome, JobChanges, JobFilter, JobStore, Listing,
     PageRequest, SqlStore, StoreError, TOMBSTONE_KEEP_SECONDS, ms,
@@ -51,6 +51,7 @@ impl JobStore for SqlStore {
             tx.rollback().await?;
             return Ok(None);
         }
+        log_writes(&mut tx, revision, now).await?;
         let job = fetch_job(&mut tx, spec.name.as_str()).await?;
         tx.commit().await?;
         Ok(job)
@@ -80,6 +81,7 @@ impl JobStore for SqlStore {
             tx.rollback().await?;
             return Ok(None);
         }
+        log_writes(&mut tx, revision, now).await?;
         let job = fetch_job(&mut tx, name).await?;
         tx.commit().await?;
         Ok(job)
@@ -188,7 +190,9 @@ impl JobStore for SqlStore {
         q.bind(since);
         let rows = tx.fetch_all(q).await?;
         let deleted = tombstones_after(&mut tx, since).await?;
+        let mut history = history_after(&mut tx, since).await?;
         tx.commit().await?;
+        history.extend(deleted.iter().cloned());
         let (changed, unreadable) = readable_jobs(&rows);
         // A name both deleted and present was created again after its deletion.
         let present: HashSet<&str> = changed.iter().map(|j| j.name().as_str()).collect();
@@ -202,6 +206,7 @@ impl JobStore for SqlStore {
         removed.dedup_by(|later, first| later.name == first.name);
         changes.changed = changed;
         changes.removed = removed;
+        changes.history = history;
         Ok(Some(changes))
     }
 
@@ -214,13 +219,9 @@ impl JobStore for SqlStore {
         let mut q =
             Sql::new("SELECT name, revision, updated_at FROM job_definition WHERE revision > ");
         q.bind(since);
-        let mut changes: Vec<JobChange> = tx
-            .fetch_all(q)
-            .await?
-            .iter()
-            .map(job_change)
-            .collect::<Result<_, _>>()?;
+        let mut changes = read_changes(&mut tx, q).await?;
         changes.extend(tombstones_after(&mut tx, since).await?);
+        changes.extend(history_after(&mut tx, since).await?);
         tx.commit().await?;
         Ok(Some(changes))
     }
@@ -238,7 +239,14 @@ async fn log_revision(tx: &mut Tx, since: i64) -> Result<Option<i64>, StoreError
 async fn tombstones_after(tx: &mut Tx, since: i64) -> Result<Vec<JobChange>, StoreError> {
     let mut q = Sql::new("SELECT name, revision, deleted_at FROM job_tombstone WHERE revision > ");
     q.bind(since);
-    tx.fetch_all(q).await?.iter().map(job_change).collect()
+    read_changes(tx, q).await
+}
+
+/// The job writes after revision `since` in the history (deletions are tombstones).
+async fn history_after(tx: &mut Tx, since: i64) -> Result<Vec<JobChange>, StoreError> {
+    let mut q = Sql::new("SELECT name, revision, changed_at FROM job_history WHERE revision > ");
+    q.bind(since);
+    read_changes(tx, q).await
 }
 
 async fn fetch_job(tx: &mut Tx, name: &str) -> Result<Option<JobDefinition>, StoreError> {
@@ -256,6 +264,23 @@ async fn next_revision(tx: &mut Tx) -> Result<i64, StoreError> {
     .await?;
     let q = Sql::new("SELECT revision FROM job_revision WHERE id = 1");
     tx.fetch_all(q).await?[0].at(0)
+}
+
+/// Logs this transaction's job writes (the rows stamped with `revision`) in the job history,
+/// and forgets the entries older than tombstones are kept. The history tells when each
+/// change was made, so a fire is judged against every change since it was planned, not only
+/// against the last (see [`JobChange::overtakes`]).
+async fn log_writes(tx: &mut Tx, revision: i64, now: DateTime<Utc>) -> Result<(), StoreError> {
+    let mut q = Sql::new(
+        "INSERT INTO job_history (revision, name, changed_at) \
+         SELECT revision, name, updated_at FROM job_definition WHERE revision = ",
+    );
+    q.bind(revision);
+    tx.execute(q).await?;
+    let mut q = Sql::new("DELETE FROM job_history WHERE changed_at < ");
+    q.bind(now - chrono::Duration::seconds(TOMBSTONE_KEEP_SECONDS));
+    tx.execute(q).await?;
+    Ok(())
 }
 
 /// Writes a batch of creations in one transaction and answers each (see `batch`).
@@ -301,6 +326,8 @@ async fn insert_batch(
             let job = job(&row)?;
             stored.insert(job.name().to_string(), job);
         }
+        let now = batch.iter().map(|j| j.now).max().unwrap_or_default();
+        log_writes(&mut tx, revision, now).await?;
         tx.commit().await?;
     } else {
         // Nothing written: the revision taken stays unused.
@@ -504,6 +531,7 @@ async fn apply_document(db: &Db, apply: &DocumentApply<'_>) -> Result<DocumentOu
     ]);
     document_key(&mut save, apply);
     tx.execute(save).await?;
+    log_writes(&mut tx, revision, now).await?;
     tx.commit().await?;
     Ok(DocumentOutcome::Applied(changes))
 }

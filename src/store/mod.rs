@@ -214,6 +214,10 @@ pub struct JobChanges {
     /// The jobs deleted after `since` (and not created again), and changed jobs whose row no
     /// longer parses (at `DateTime::MIN_UTC`): none of them is to be scheduled.
     pub removed: Vec<JobChange>,
+    /// Every write and deletion after `since`, each with its revision and time (as far as
+    /// the history still holds them): a fire is overtaken by any change made after its
+    /// definition and up to its instant, which may not be the last one.
+    pub history: Vec<JobChange>,
 }
 
 /// A parsed jobs document from the Nacos config centre, to be applied (see

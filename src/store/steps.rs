@@ -58,18 +58,28 @@ pub(super) async fn lock_jobs(
     Ok(current)
 }
 
-/// The deletions of `jobs` still in the change log, each with its revision and time.
-pub(super) async fn deletions(tx: &mut Tx, jobs: &[&str]) -> Result<Vec<JobChange>, StoreError> {
+/// The writes and deletions of `jobs` still in the change log, each with its revision and
+/// time.
+pub(super) async fn changes_of(tx: &mut Tx, jobs: &[&str]) -> Result<Vec<JobChange>, StoreError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
     let mut q = Sql::new("SELECT name, revision, deleted_at FROM job_tombstone WHERE name IN ");
     q.list(jobs.iter().copied());
+    let mut changes = read_changes(tx, q).await?;
+    let mut q = Sql::new("SELECT name, revision, changed_at FROM job_history WHERE name IN ");
+    q.list(jobs.iter().copied());
+    changes.extend(read_changes(tx, q).await?);
+    Ok(changes)
+}
+
+/// The changes `q` selects as (name, revision, time).
+pub(super) async fn read_changes(tx: &mut Tx, q: Sql) -> Result<Vec<JobChange>, StoreError> {
     tx.fetch_all(q).await?.iter().map(job_change).collect()
 }
 
 /// A change read as (name, revision, time).
-pub(super) fn job_change(r: &Row) -> Result<JobChange, StoreError> {
+fn job_change(r: &Row) -> Result<JobChange, StoreError> {
     Ok(JobChange {
         name: r.at(0)?,
         revision: r.at(1)?,

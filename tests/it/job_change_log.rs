@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use jobflow::jobs::{DocumentFormat, JobDocument, JobRequest, JobSpec, TimeZoneName};
+use jobflow::jobs::{DocumentFormat, JobChange, JobDocument, JobRequest, JobSpec, TimeZoneName};
 use jobflow::store::{DocumentApply, JobChanges, Store, TOMBSTONE_KEEP_SECONDS};
 use serde_json::{Value, json};
 
@@ -16,6 +16,7 @@ use crate::wait::eventually;
 
 backend_tests!(
     the_log_answers_what_changed_after_a_revision,
+    the_log_keeps_every_write_not_only_the_last,
     writes_that_find_no_job_leave_the_log_alone,
     concurrent_creations_each_get_their_own_answer,
     a_jobs_document_writes_into_the_log,
@@ -309,4 +310,63 @@ async fn an_engine_behind_a_pruned_log_reads_every_job_again(backend: Backend) {
     assert!(app.store.delete_job("x", now).await.unwrap());
     assert!(app.store.delete_job("y", later).await.unwrap());
     wait_owned(&app, 1, "both deleted jobs dropped").await;
+}
+
+/// Every write is kept with its revision and time, not only the last one a job's row shows:
+/// a fire is judged against every change since it was planned.
+async fn the_log_keeps_every_write_not_only_the_last(backend: Backend) {
+    use chrono::SubsecRound;
+    let (_db, s) = open(backend).await;
+    let t0 = Utc::now().trunc_subsecs(3);
+    let created = s
+        .create_job(&spec("a", "0 0 2 * * ?"), None, t0)
+        .await
+        .unwrap();
+    let edited = s
+        .update_job(
+            &spec("a", "0 30 2 * * ?"),
+            None,
+            None,
+            t0 + chrono::Duration::seconds(1),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let disabled = s
+        .set_job_enabled("a", false, None, t0 + chrono::Duration::seconds(2))
+        .await
+        .unwrap()
+        .unwrap();
+    s.create_job(&spec("b", "0 0 2 * * ?"), None, t0)
+        .await
+        .unwrap();
+    assert!(
+        s.delete_job("b", t0 + chrono::Duration::seconds(3))
+            .await
+            .unwrap()
+    );
+    let change = |name: &str, revision, secs| JobChange {
+        name: name.into(),
+        revision,
+        at: t0 + chrono::Duration::seconds(secs),
+    };
+    let b_deleted = s.job_revision().await.unwrap();
+    let mut expected = vec![
+        change("a", edited.revision, 1),
+        change("a", disabled.revision, 2),
+        change("b", b_deleted - 1, 0),
+        change("b", b_deleted, 3),
+    ];
+    let mut history = changes_since(&*s, created.revision).await.history;
+    history.sort_by_key(|c| c.revision);
+    assert_eq!(history, expected);
+    let mut told = s
+        .jobs_changed_since(created.revision)
+        .await
+        .unwrap()
+        .unwrap();
+    told.sort_by_key(|c| c.revision);
+    told.dedup();
+    expected.sort_by_key(|c| c.revision);
+    assert_eq!(told, expected, "what the check at an instant reads");
 }

@@ -38,6 +38,7 @@ backend_tests!(
     a_running_row_without_a_start_is_swept,
     an_unreadable_row_is_passed_over_not_fatal,
     guarded_fires_are_judged_under_their_job,
+    a_fire_is_judged_against_every_change_since_it_was_planned,
     a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed,
     a_fire_taken_over_by_compensation_is_not_withdrawn,
     a_run_taken_while_a_cover_fire_is_admitted_is_waited_for,
@@ -1425,4 +1426,44 @@ async fn one_range_admitted_alone_is_not_judged_against_its_own_fire(backend: Ba
             stored.execution_id
         );
     }
+}
+
+/// A fire is withdrawn when any change since it was planned was made at or before its
+/// instant, even when a later change (here a disable after the instant) is what the job's
+/// row shows when the fire is admitted (its instance could not read the database at the
+/// instant, and admits it late).
+async fn a_fire_is_judged_against_every_change_since_it_was_planned(backend: Backend) {
+    use chrono::SubsecRound;
+    let (_db, s) = open(backend).await;
+    let body = serde_json::json!({"name": "edited", "serviceName": "s", "handler": "h",
+        "cron": "* * * * * ?", "overlapPolicy": "SKIP"});
+    let handed = create(&s, body.clone()).await;
+    let instant = Utc::now().trunc_subsecs(0) + Duration::seconds(10);
+    let fire = claimed(&s, "edited", instant).await;
+    let mut edited = body;
+    edited["jobParams"] = serde_json::json!({"v": 2});
+    let req: JobRequest = serde_json::from_value(edited).unwrap();
+    let edit = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap();
+    s.update_job(&edit, None, None, instant - Duration::seconds(1))
+        .await
+        .unwrap()
+        .unwrap();
+    s.set_job_enabled("edited", false, None, instant + Duration::seconds(1))
+        .await
+        .unwrap()
+        .unwrap();
+    let admitted = s
+        .admit(
+            &[guarded(
+                "edited",
+                jobflow::jobs::OverlapPolicy::Skip,
+                Some(handed),
+                &fire,
+            )],
+            instant + Duration::seconds(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(admitted, [store::Admitted::Withdrawn]);
+    assert_eq!(s.get_execution(&fire[0].trace_id).await.unwrap(), None);
 }
