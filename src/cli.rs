@@ -1,4 +1,5 @@
-//! Command line: `jobflow [--config FILE] [serve|migrate|check-config]`.
+//! Command line: `jobflow [--config FILE] [serve|migrate|check-config]`, and
+//! `jobflow jobs …` against a running server (see [`jobs_cli`](crate::jobs_cli)).
 
 use std::path::PathBuf;
 
@@ -19,7 +20,7 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-#[derive(Debug, Default, Clone, Copy, Subcommand)]
+#[derive(Debug, Default, Subcommand)]
 pub enum Command {
     /// Run the scheduler and its REST API (the default).
     #[default]
@@ -30,4 +31,7 @@ pub enum Command {
     /// print the effective settings with secrets redacted, and exit 0; or exit 1 naming the
     /// bad key. Connects to nothing.
     CheckConfig,
+    /// Manage jobs on a running server: list, get, apply, export, trigger, cancel,
+    /// executions (URL and token from --url/--token or JOBFLOW_URL/JOBFLOW_TOKEN).
+    Jobs(crate::jobs_cli::JobsArgs),
 }

@@ -16,7 +16,8 @@
 //! - [`config_center`]: jobs as code, followed from a document in the Nacos config centre.
 //! - [`telemetry`]: logging and the Prometheus recorder.
 //! - [`clock`]: the one clock the scheduler reads time from; [`backoff`]: retry delays.
-//! - [`app`]: building and running one instance.
+//! - [`app`]: building and running one instance; [`jobs_cli`]: `jobflow jobs …`, an API
+//!   client for terminals and pipelines.
 
 pub mod alerts;
 pub mod api;
@@ -30,6 +31,7 @@ pub mod discovery;
 pub mod dispatch;
 pub mod engine;
 pub mod jobs;
+pub mod jobs_cli;
 pub mod leader;
 pub mod store;
 pub mod telemetry;

@@ -32,7 +32,11 @@ static TUNE_ALLOCATOR: extern "C" fn() = {
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    let command = cli.command.unwrap_or_default();
+    let command = match cli.command.unwrap_or_default() {
+        // A client of a running server: no configuration, no logging set up.
+        Command::Jobs(args) => return Ok(jobflow::jobs_cli::run(args).await),
+        command => command,
+    };
     let loaded = Settings::load(cli.config.as_deref());
     if let Command::CheckConfig = command {
         return Ok(check_config(loaded));
@@ -51,7 +55,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             store.migrate().await?;
             tracing::info!(backend = store.backend(), "migrations applied");
         }
-        Command::CheckConfig => unreachable!("answered above"),
+        Command::CheckConfig | Command::Jobs(_) => unreachable!("answered above"),
     }
     Ok(ExitCode::SUCCESS)
 }

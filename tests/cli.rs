@@ -19,7 +19,14 @@ fn help_documents_the_commands() {
     let out = jobflow(dir.path()).arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for word in ["serve", "migrate", "check-config", "--config", "JOBFLOW__"] {
+    for word in [
+        "serve",
+        "migrate",
+        "check-config",
+        "jobs",
+        "--config",
+        "JOBFLOW__",
+    ] {
         assert!(text.contains(word), "{word} missing from --help:\n{text}");
     }
 }

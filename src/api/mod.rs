@@ -36,6 +36,7 @@ use crate::engine::ClusterState;
 use crate::jobs::TimeZoneName;
 use crate::store::{PageRequest, Store};
 pub use error::{ApiError, Problem};
+pub use jobs::JobView;
 
 /// Request bodies above this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;

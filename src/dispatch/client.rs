@@ -328,7 +328,8 @@ async fn read_bounded(mut resp: reqwest::Response) -> Result<String, reqwest::Er
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error with its causes, `: `-separated (HTTP clients' own text names the request only).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -93,7 +93,7 @@ impl JobDocument {
         default_tz: TimeZoneName,
         now: DateTime<Utc>,
     ) -> Result<Self, DocumentError> {
-        let entries = entries(text, format)?;
+        let entries = document_entries(text, format)?;
         let mut jobs = Vec::with_capacity(entries.len());
         let mut problems = Vec::new();
         let mut seen: HashMap<String, usize> = HashMap::new();
@@ -143,7 +143,8 @@ impl JobDocument {
 }
 
 /// The entries of the document's top-level `jobs` list (none for an empty document).
-fn entries(text: &str, format: DocumentFormat) -> Result<Vec<Value>, DocumentError> {
+/// The entries of the document's `jobs` list as written, each a job body.
+pub fn document_entries(text: &str, format: DocumentFormat) -> Result<Vec<Value>, DocumentError> {
     let root: Value = match format {
         DocumentFormat::Json => serde_json::from_str(text).map_err(|e| DocumentError::Syntax {
             format: "JSON",

@@ -27,7 +27,9 @@ use utoipa::ToSchema;
 pub use addr::InstanceAddr;
 pub use book::{ByName, JobBook, JobChange};
 pub use calendar::{Calendar, Calendars, Schedule};
-pub use document::{DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument};
+pub use document::{
+    DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument, document_entries,
+};
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, broadcast_execution_id,
     child_execution_id, execution_id, fire_key, first_attempt_id, new_trace_id, rerun_execution_id,

@@ -26,6 +26,7 @@ mod java_executor;
 mod job_change_log;
 mod job_document;
 mod job_policies;
+mod jobs_cli;
 mod mysql_tls;
 mod outages;
 mod protocol_docs;
