@@ -5,14 +5,14 @@
 //! Grafana dashboard's metrics.
 
 use serde_json::Value as Json;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
 fn compose() -> Value {
-    let mut v: Value = serde_yaml::from_str(&read("docker-compose.yml")).unwrap();
+    let mut v: Value = yaml_serde::from_str(&read("docker-compose.yml")).unwrap();
     v.apply_merge().unwrap();
     // Merge keys nest (an anchor merged inside a merged mapping): apply until stable.
     for _ in 0..3 {
@@ -290,7 +290,7 @@ fn compose_stack_is_complete_and_ordered() {
 
 #[test]
 fn prometheus_scrapes_both_instances() {
-    let p: Value = serde_yaml::from_str(&read("deploy/prometheus/prometheus.yml")).unwrap();
+    let p: Value = yaml_serde::from_str(&read("deploy/prometheus/prometheus.yml")).unwrap();
     let job = &p["scrape_configs"][0];
     assert_eq!(job["metrics_path"].as_str(), Some("/metrics"));
     let targets: Vec<&str> = job["static_configs"][0]["targets"]
@@ -407,7 +407,7 @@ fn manifests() -> Vec<Value> {
     let mut docs = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        docs.push(serde_yaml::from_str(&text).unwrap());
+        docs.push(yaml_serde::from_str(&text).unwrap());
     }
     docs
 }

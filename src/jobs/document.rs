@@ -150,7 +150,7 @@ pub fn document_entries(text: &str, format: DocumentFormat) -> Result<Vec<Value>
             format: "JSON",
             message: e.to_string(),
         })?,
-        DocumentFormat::Yaml => serde_yaml::from_str(text).map_err(|e| DocumentError::Syntax {
+        DocumentFormat::Yaml => yaml_serde::from_str(text).map_err(|e| DocumentError::Syntax {
             format: "YAML",
             message: e.to_string(),
         })?,

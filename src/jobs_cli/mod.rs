@@ -242,7 +242,7 @@ fn print_json(v: &Value) {
 }
 
 fn yaml(v: &Value) -> String {
-    serde_yaml::to_string(v).expect("JSON values serialise as YAML")
+    yaml_serde::to_string(v).expect("JSON values serialise as YAML")
 }
 
 /// A JSON value as a table cell: strings bare, null as `-`.
