@@ -24,6 +24,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
+use tower_http::compression::CompressionLayer;
 use tower_http::timeout::TimeoutLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -179,6 +180,9 @@ pub fn router(state: AppState) -> Router {
             axum::http::StatusCode::REQUEST_TIMEOUT,
             timeout,
         ))
+        // gzip for every client that accepts it: the console's files, the API's JSON,
+        // /metrics (bodies under 32 bytes, images and event streams go as they are).
+        .layer(CompressionLayer::new())
         .layer(middleware::from_fn(record_http_metrics))
         .with_state(state)
 }

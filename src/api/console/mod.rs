@@ -3,9 +3,9 @@
 //!
 //! Every file is served with a strong `ETag` and `Cache-Control: no-cache`, so a browser keeps
 //! its copy and revalidates it with a 304 (file names carry no content hash, so a longer
-//! lifetime would serve old scripts after an upgrade). Text files are gzipped once, on first
-//! use, for clients that accept it. A strict Content-Security-Policy allows only this origin:
-//! the console holds an API token in `sessionStorage`.
+//! lifetime would serve old scripts after an upgrade). Compression is the whole server's
+//! (tower-http, in [`router`](super::router)). A strict Content-Security-Policy allows only
+//! this origin: the console holds an API token in `sessionStorage`.
 
 use std::sync::LazyLock;
 
@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::error::ApiError;
 
@@ -52,80 +53,71 @@ const SOURCES: &[Source] = sources![
 struct Asset {
     source: &'static Source,
     etag: HeaderValue,
-    /// The gzip encoding, when it is smaller.
-    gzip: Option<Vec<u8>>,
 }
 
 static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| SOURCES.iter().map(prepare).collect());
 
 fn prepare(source: &'static Source) -> Asset {
-    use std::io::Write;
     let digest = Sha256::digest(source.body);
     let etag = HeaderValue::from_str(&format!("\"{}\"", hex::encode(&digest[..12])))
         .expect("hex is a valid header value");
-    let gzip = (source.media_type.starts_with("text/") || source.media_type.contains("svg"))
-        .then(|| {
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-            enc.write_all(source.body).ok()?;
-            enc.finish().ok()
-        })
-        .flatten()
-        .filter(|gz| gz.len() < source.body.len());
-    Asset { source, etag, gzip }
+    Asset { source, etag }
 }
 
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
      img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; \
      frame-ancestors 'none'; form-action 'self'";
 
-/// `/` and `/ui` lead to the console; `/ui/` and `/ui/{file}` serve it.
+/// `/` and `/ui` lead to the console; `/ui/` and `/ui/{file}` serve it, with the caching and
+/// security headers of every console answer.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    let files =
+        Router::new()
+            .route(
+                "/ui/",
+                get(|headers: HeaderMap| async move { serve("index.html", &headers) }),
+            )
+            .route(
+                "/ui/{file}",
+                get(|Path(file): Path<String>, headers: HeaderMap| async move {
+                    serve(&file, &headers)
+                }),
+            )
+            .layer(header_layer(header::CACHE_CONTROL, "no-cache"))
+            .layer(header_layer(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+            .layer(header_layer(header::REFERRER_POLICY, "no-referrer"))
+            .layer(header_layer(
+                header::CONTENT_SECURITY_POLICY,
+                CONTENT_SECURITY_POLICY,
+            ));
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/ui/") }))
         .route("/ui", get(|| async { Redirect::temporary("/ui/") }))
-        .route("/ui/", get(|headers: HeaderMap| async move { serve("index.html", &headers) }))
-        .route(
-            "/ui/{file}",
-            get(|Path(file): Path<String>, headers: HeaderMap| async move {
-                serve(&file, &headers)
-            }),
-        )
+        .merge(files)
+}
+
+fn header_layer(
+    name: header::HeaderName,
+    value: &'static str,
+) -> SetResponseHeaderLayer<HeaderValue> {
+    SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
 }
 
 fn serve(name: &str, request: &HeaderMap) -> Response {
     let Some(asset) = ASSETS.iter().find(|a| a.source.name == name) else {
         return ApiError::NotFound("no such console file".into()).into_response();
     };
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(asset.source.media_type),
-    );
-    headers.insert(header::ETAG, asset.etag.clone());
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(asset.source.media_type),
+        ),
+        (header::ETAG, asset.etag.clone()),
+    ];
     if etag_matches(request, &asset.etag) {
         return (StatusCode::NOT_MODIFIED, headers).into_response();
     }
-    match &asset.gzip {
-        Some(gz) if accepts_gzip(request) => {
-            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-            (headers, gz.clone()).into_response()
-        }
-        _ => (headers, asset.source.body).into_response(),
-    }
+    (headers, asset.source.body).into_response()
 }
 
 fn etag_matches(request: &HeaderMap, etag: &HeaderValue) -> bool {
@@ -138,25 +130,6 @@ fn etag_matches(request: &HeaderMap, etag: &HeaderValue) -> bool {
         .any(|t| t == "*" || t.as_bytes() == etag.as_bytes())
 }
 
-/// `Accept-Encoding` names gzip without refusing it (`gzip;q=0`).
-fn accepts_gzip(request: &HeaderMap) -> bool {
-    request
-        .get_all(header::ACCEPT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|coding| {
-            let mut parts = coding.split(';').map(str::trim);
-            let name = parts.next().unwrap_or("");
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .and_then(|q| q.parse::<f32>().ok())
-                    .is_some_and(|q| q == 0.0)
-            });
-            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,20 +139,6 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.clone(), HeaderValue::from_str(v).unwrap()))
             .collect()
-    }
-
-    #[test]
-    fn gzip_negotiation() {
-        let ae = header::ACCEPT_ENCODING;
-        assert!(accepts_gzip(&headers(&[(ae.clone(), "gzip, deflate, br")])));
-        assert!(accepts_gzip(&headers(&[(
-            ae.clone(),
-            "br;q=1.0, GZIP;q=0.5"
-        )])));
-        assert!(accepts_gzip(&headers(&[(ae.clone(), "*")])));
-        assert!(!accepts_gzip(&headers(&[(ae.clone(), "gzip;q=0, br")])));
-        assert!(!accepts_gzip(&headers(&[(ae.clone(), "identity")])));
-        assert!(!accepts_gzip(&HeaderMap::new()));
     }
 
     #[test]
@@ -213,10 +172,5 @@ mod tests {
                 }
             }
         }
-        let gzipped = ASSETS.iter().filter(|a| a.gzip.is_some()).count();
-        assert!(
-            gzipped >= SOURCES.len() - 1,
-            "text files are served gzipped"
-        );
     }
 }
