@@ -1,5 +1,7 @@
 //! `/api/v1/jobs`: job definitions (CRUD, enable/disable, next fire times).
 
+use std::collections::HashMap;
+
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
@@ -16,8 +18,8 @@ use super::extract::{Path, Query, ValidJson, from_document};
 use super::page::Page;
 use super::{AppState, PageParams};
 use crate::jobs::{
-    JobDefinition, JobRequest, JobSource, JobSpec, MisfirePolicy, OverlapPolicy, RouteStrategy,
-    ScheduleType, ShardStrategy, links, percent_encoded,
+    Execution, JobDefinition, JobRequest, JobSource, JobSpec, MisfirePolicy, OverlapPolicy,
+    RouteStrategy, ScheduleType, ShardStrategy, links, percent_encoded,
 };
 use crate::store::{JobFilter, StoreError};
 
@@ -177,19 +179,44 @@ pub struct JobListParams {
     page: Option<u32>,
     /// Page size, 1..=200 (default 20).
     size: Option<u32>,
+    /// `true`: each job also carries its `summary` (next fire time, last execution), so a
+    /// list page needs no call per job.
+    summary: Option<bool>,
+}
+
+/// A job of a list, with its summary when it was asked for.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobListItem {
+    #[serde(flatten)]
+    pub job: JobView,
+    /// Present with `summary=true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<JobSummary>,
+}
+
+/// Where a job stands: when it fires next and how it last ran.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSummary {
+    /// The next instant of its schedule; null while it is disabled, or when its schedule has
+    /// no instant left.
+    pub next_fire_time: Option<DateTime<Utc>>,
+    /// Its newest execution (by trigger time); null before its first.
+    pub last_execution: Option<Execution>,
 }
 
 /// List jobs, filtered and paged.
 #[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs", params(JobListParams),
     responses(
-        (status = 200, description = "A page of jobs", body = Page<JobView>),
+        (status = 200, description = "A page of jobs", body = Page<JobListItem>),
         (status = 400, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_jobs(
     _: Auth<Viewer>,
     State(state): State<AppState>,
     Query(p): Query<JobListParams>,
-) -> Result<axum::Json<Page<JobView>>, ApiError> {
+) -> Result<axum::Json<Page<JobListItem>>, ApiError> {
     let page = PageParams {
         page: p.page,
         size: p.size,
@@ -214,7 +241,45 @@ async fn list_jobs(
         name_prefix: p.name_prefix,
     };
     let jobs = state.store.list_jobs(&filter, page).await?;
-    Ok(axum::Json(Page::of(jobs, page, JobView::from)))
+    let mut summaries = match p.summary {
+        Some(true) => summaries(&state, &jobs.items).await?,
+        _ => HashMap::new(),
+    };
+    Ok(axum::Json(Page::of(jobs, page, |job| JobListItem {
+        summary: summaries.remove(job.name().as_str()),
+        job: JobView::from(job),
+    })))
+}
+
+/// The summary of each of `jobs`: next fire times from their schedules, last executions in
+/// one read.
+async fn summaries(
+    state: &AppState,
+    jobs: &[JobDefinition],
+) -> Result<HashMap<String, JobSummary>, ApiError> {
+    let names: Vec<&str> = jobs.iter().map(|j| j.name().as_str()).collect();
+    let mut last: HashMap<String, Execution> = state
+        .store
+        .latest_executions(&names)
+        .await?
+        .into_iter()
+        .map(|e| (e.job_name.clone(), e))
+        .collect();
+    let now = state.clock.now();
+    Ok(jobs
+        .iter()
+        .map(|j| {
+            let next = j
+                .spec
+                .enabled
+                .then(|| j.spec.schedule(&state.calendars).upcoming(now, 1));
+            let summary = JobSummary {
+                next_fire_time: next.and_then(|times| times.first().copied()),
+                last_execution: last.remove(j.name().as_str()),
+            };
+            (j.name().to_string(), summary)
+        })
+        .collect())
 }
 
 /// Get one job.

@@ -242,6 +242,9 @@ mod tests {
         ) -> Result<Listing<Execution>, StoreError> {
             unreachable!("the settler reads no rows")
         }
+        async fn latest_executions(&self, _: &[&str]) -> Result<Vec<Execution>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
         async fn search_executions(
             &self,
             _: &ExecutionFilter,

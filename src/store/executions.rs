@@ -57,6 +57,26 @@ impl ExecutionStore for SqlStore {
         })
     }
 
+    async fn latest_executions(&self, jobs: &[&str]) -> Result<Vec<Execution>, StoreError> {
+        // One statement: per job, the last entry of its (job_name, trigger_time) index.
+        let mut latest = Vec::with_capacity(jobs.len());
+        for chunk in jobs.chunks(MULTI_ROW) {
+            let mut q = Sql::new("");
+            for (i, job) in chunk.iter().enumerate() {
+                if i > 0 {
+                    q.push(" UNION ALL ");
+                }
+                q.push("SELECT * FROM (SELECT * FROM job_execution WHERE job_name = ")
+                    .bind(*job)
+                    .push(&format!(
+                        " ORDER BY trigger_time DESC, id DESC LIMIT 1) latest{i}"
+                    ));
+            }
+            latest.extend(executions(&self.db.fetch_all(q).await?)?);
+        }
+        Ok(latest)
+    }
+
     async fn search_executions(
         &self,
         filter: &ExecutionFilter,

@@ -451,6 +451,8 @@ pub trait ExecutionStore: Send + Sync {
         status: Option<ExecutionStatus>,
         page: PageRequest,
     ) -> Result<Listing<Execution>, StoreError>;
+    /// The newest execution (trigger time, then id) of each of `jobs` that has one.
+    async fn latest_executions(&self, jobs: &[&str]) -> Result<Vec<Execution>, StoreError>;
     /// Executions of all jobs matching `filter`, newest first (trigger time, then id).
     /// Counts at most `count_cap` matches (then the listing is `capped`).
     async fn search_executions(

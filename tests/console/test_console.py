@@ -392,11 +392,24 @@ def test_every_page(page, server):
     screenshot(page, "overview")
     check_page_weight(transfers)
 
+    api_calls = []
+
+    def note_api_call(request):
+        if "/api/v1/" in request.url:
+            api_calls.append(request.url)
+
+    page.on("request", note_api_call)
     nav(page, "Jobs").click()
     expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
     tour = row(page, "page-tour")
     expect(tour).to_contain_text("every day at 03:00")
     expect(tour.locator(".badge")).to_have_text("SUCCESS")
+    page.remove_listener("request", note_api_call)
+    # One call for the whole page, whatever the number of jobs on it (every test's jobs).
+    rows = page.locator("table tbody tr").count()
+    assert rows > 5, rows
+    assert len(api_calls) == 1 and "/api/v1/jobs?" in api_calls[0], api_calls
+    assert "summary=true" in api_calls[0], api_calls
     page.get_by_label("Name starts with").fill("zzz")
     page.get_by_role("button", name="Search").click()
     expect(page.get_by_text("No jobs match.")).to_be_visible()

@@ -8,6 +8,7 @@ backend_tests!(
     create_then_get_returns_the_job_with_defaults,
     duplicate_name_is_409,
     list_filters_and_pages,
+    a_list_with_summaries_needs_no_call_per_job,
     update_replaces_the_definition,
     a_put_without_shard_count_keeps_the_jobs,
     a_merge_patch_changes_only_the_fields_it_names,
@@ -432,4 +433,53 @@ async fn a_service_group_is_kept_patched_and_validated(backend: Backend) {
             "{bad}: {problem}"
         );
     }
+}
+
+/// `summary=true` adds each job's next fire time and newest execution to a list page, so the
+/// console's Jobs page makes one call whatever the number of rows; without it the page is as
+/// before.
+async fn a_list_with_summaries_needs_no_call_per_job(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut daily = job("a-daily");
+    daily["maxRetry"] = json!(0);
+    app.create_job(&daily).await;
+    let mut paused = job("b-paused");
+    paused["enabled"] = json!(false);
+    app.create_job(&paused).await;
+    let mut manual = job("c-manual");
+    manual.as_object_mut().unwrap().remove("cron");
+    manual["scheduleType"] = json!("NONE");
+    app.create_job(&manual).await;
+    let mut newest = String::new();
+    for _ in 0..2 {
+        let (status, rows) = app.post("/api/v1/jobs/a-daily/trigger", &json!({})).await;
+        assert_eq!(status, 200, "{rows}");
+        newest = rows[0]["traceId"].as_str().unwrap().to_string();
+    }
+    let (_, next) = app
+        .get("/api/v1/jobs/a-daily/next-fire-times?count=1")
+        .await;
+
+    let (status, page) = app.get("/api/v1/jobs?summary=true").await;
+    assert_eq!(status, 200, "{page}");
+    let jobs = page["content"].as_array().unwrap();
+    assert_eq!(jobs[0]["name"], "a-daily");
+    assert_eq!(jobs[0]["cron"], "0 0 2 * * ?", "the job's own fields stay");
+    assert_eq!(jobs[0]["summary"]["nextFireTime"], next["fireTimes"][0]);
+    assert_eq!(
+        jobs[0]["summary"]["lastExecution"]["traceId"],
+        newest.as_str()
+    );
+    assert_eq!(
+        jobs[1]["summary"],
+        json!({"nextFireTime": null, "lastExecution": null}),
+        "disabled, never run"
+    );
+    assert_eq!(
+        jobs[2]["summary"],
+        json!({"nextFireTime": null, "lastExecution": null}),
+        "fires only on demand"
+    );
+    let (_, plain) = app.get("/api/v1/jobs").await;
+    assert!(plain["content"][0].get("summary").is_none(), "{plain}");
 }

@@ -39,7 +39,8 @@ export async function jobsPage(params) {
     enabled: params.get('enabled') || '',
   };
   const pageNo = Number(params.get('page') || 0);
-  const page = await api('GET', `/jobs${query({ ...filter, page: pageNo, size: PAGE_SIZE })}`);
+  // One call for the page: each job comes with its next fire time and last execution.
+  const page = await api('GET', `/jobs${query({ ...filter, page: pageNo, size: PAGE_SIZE, summary: true })}`);
   const link = (over) => `#/jobs${query({ ...filter, page: 0, ...over })}`;
 
   const prefix = h('input', { type: 'search', id: 'q-name', value: filter.namePrefix });
@@ -62,19 +63,12 @@ export async function jobsPage(params) {
   h('button', { type: 'submit' }, t('action.search')));
 
   const rows = page.content.map((job) => {
-    const next = h('td', {}, job.enabled ? '…' : h('span', { class: 'muted' }, t('jobs.paused')));
-    const last = h('td', {}, '…');
-    // The next fire and last result come from one small call each, filled in as they arrive.
-    if (job.enabled) {
-      api('GET', `/jobs/${enc(job.name)}/next-fire-times?count=1`)
-        .then((n) => mount(next, time(n.fireTimes[0])))
-        .catch(() => mount(next, '–'));
-    }
-    api('GET', `/jobs/${enc(job.name)}/executions?size=1`)
-      .then((p) => mount(last, p.content[0]
-        ? h('a', { href: `#/executions/${enc(p.content[0].traceId)}` }, statusBadge(p.content[0].status))
-        : h('span', { class: 'muted' }, '–')))
-      .catch(() => mount(last, '–'));
+    const { nextFireTime, lastExecution } = job.summary;
+    const next = h('td', {}, !job.enabled ? h('span', { class: 'muted' }, t('jobs.paused'))
+      : nextFireTime ? time(nextFireTime) : '–');
+    const last = h('td', {}, lastExecution
+      ? h('a', { href: `#/executions/${enc(lastExecution.traceId)}` }, statusBadge(lastExecution.status))
+      : h('span', { class: 'muted' }, '–'));
     return h('tr', { class: job.enabled ? '' : 'row-muted' },
       h('td', {}, h('a', { href: `#/jobs/${enc(job.name)}` }, job.name)),
       h('td', {}, job.serviceName),
