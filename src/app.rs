@@ -22,7 +22,7 @@ use crate::discovery::{self, Discovery, NacosDiscovery, Standalone};
 use crate::dispatch::{self as dispatch_stages, Dispatcher};
 use crate::engine::{ClusterState, Engine, EngineParts};
 use crate::jobs::JobBook;
-use crate::leader::{Compensator, Retention};
+use crate::leader::{Backfiller, Compensator, Retention};
 use crate::{store, telemetry};
 
 pub struct Application {
@@ -163,6 +163,15 @@ impl Application {
         let background = CancellationToken::new();
         let engine_task = tokio::spawn(engine.run(background.clone()));
         let compensation_task = tokio::spawn(compensator.run(background.clone()));
+        let backfiller = Backfiller {
+            clock: state.clock,
+            store: store.clone(),
+            discovery: state.discovery.clone(),
+            dispatcher: state.dispatcher.clone(),
+            cluster: state.cluster.clone(),
+            calendars: state.calendars.clone(),
+        };
+        let backfill_task = tokio::spawn(backfiller.run(background.clone()));
         let retention = Retention::new(
             state.clock,
             state.settings.retention.clone(),
@@ -200,7 +209,12 @@ impl Application {
         // firing, and let the calls already made finish.
         state.discovery.deregister().await;
         background.cancel();
-        let _ = tokio::join!(engine_task, compensation_task, retention_task);
+        let _ = tokio::join!(
+            engine_task,
+            compensation_task,
+            backfill_task,
+            retention_task
+        );
         let grace = Duration::from_secs(state.settings.server.shutdown_grace_seconds);
         if !state.dispatcher.drain(grace).await {
             tracing::warn!(

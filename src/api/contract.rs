@@ -22,11 +22,12 @@ use super::{MAX_PAGE, MAX_PAGE_SIZE};
 use crate::jobs::{
     ChannelName, CronSchedule, JobName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, MAX_DESCRIPTION,
     MAX_RETRY, MAX_SERVICE_GROUP, MAX_SHARD_COUNT, MAX_TIMEOUT_SECONDS, PathSegment,
-    SERVICE_GROUP_PATTERN,
+    SERVICE_GROUP_PATTERN, backfill,
 };
 
 /// The request body schemas whose Rust types refuse unknown fields.
-const CLOSED_SCHEMAS: [&str; 5] = [
+const CLOSED_SCHEMAS: [&str; 6] = [
+    "BackfillRequest",
     "JobRequest",
     "JobCreateRequest",
     PATCH_SCHEMA,
@@ -133,6 +134,16 @@ fn property_rules() -> Vec<(&'static str, &'static str, Value)> {
             }),
         ),
         ("JobRequest", "calendar", config_name_rule()),
+        (
+            "BackfillRequest",
+            "backfillId",
+            json!({"minLength": 1, "maxLength": backfill::MAX_ID, "pattern": backfill::ID_PATTERN}),
+        ),
+        (
+            "BackfillRequest",
+            "maxPerSecond",
+            json!({"minimum": 1, "maximum": backfill::MAX_PER_SECOND}),
+        ),
         (
             "ResultReport",
             "message",

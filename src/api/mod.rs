@@ -2,6 +2,7 @@
 //! from the handlers and served with Swagger UI from the binary.
 
 pub mod auth;
+mod backfills;
 mod cluster;
 mod console;
 mod contract;
@@ -158,6 +159,7 @@ pub fn openapi() -> serde_json::Value {
 fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(jobs::router())
+        .merge(backfills::router())
         .merge(executions::router())
         .merge(execution_search::router())
         .merge(cron::router())

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use super::waiting::WaitingFire;
 use crate::backoff::Backoff;
-use crate::jobs::{JobBook, JobChange};
+use crate::jobs::{ExecutionStatus, JobBook, JobChange};
 use crate::store::{FireStore, JobStore, StoreError};
 
 /// How long one read of the check may take before it is asked again.
@@ -114,9 +114,13 @@ impl InstantCheck {
         }
         let seen = *self.cancels_seen.lock().expect("cancels lock");
         if seen != Some(counters.cancels) {
+            // Rows recorded PENDING only: a fire that found no executor was recorded FAILED,
+            // which is no cancel (taken for one, it was left out of its fire's withdrawal,
+            // and the fire recorded twice).
             let traces: Vec<String> = due
                 .iter()
                 .flat_map(|f| f.rows.iter().flatten())
+                .filter(|r| r.status == ExecutionStatus::Pending)
                 .map(|r| r.trace_id.clone())
                 .collect();
             found.gone_rows = store

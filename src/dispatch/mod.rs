@@ -55,13 +55,13 @@ pub use admission::Hold;
 pub use attempt::{Attempt, Attempts, Start};
 pub use launch::{Launcher, Ready};
 pub use operator::{DispatchError, Operator, TriggerOptions};
+pub use planner::Planner;
 pub use record::Fire;
 pub use verdict::{Verdict, record_final};
 pub use withdraw::Owed;
 
 use admission::Admission;
 use client::ExecutorClient;
-use planner::Planner;
 use record::{FIRE_BATCH, Recorder};
 use tasks::Tasks;
 use verdict::Outcomes;
@@ -270,6 +270,11 @@ impl Dispatcher {
     /// The launcher, for compensation.
     pub fn launcher(&self) -> &Arc<Launcher> {
         &self.launcher
+    }
+
+    /// The planner, for backfills.
+    pub fn planner(&self) -> &Arc<Planner> {
+        &self.attempts.outcomes.planner
     }
 
     /// Stops accepting work and waits up to `grace` for in-flight dispatches. Fires claimed

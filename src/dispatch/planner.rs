@@ -62,9 +62,63 @@ impl Planner {
             Some(chosen) => chosen,
             None => self.executors(job).await,
         };
-        let first = self.first_executor(job, &executors);
-        let mut planned =
-            rows::fire_rows(job, fire_time, trigger, &executors, first, self.me(), now);
+        self.plan_on(job, fire_time, trigger, None, &executors, now)
+    }
+
+    /// The rows of `job`'s fire at `fire_time` named by `fire_id` (a child's, derived from
+    /// its parent fire), over the live executors.
+    pub async fn plan_named(
+        &self,
+        job: &JobDefinition,
+        fire_time: DateTime<Utc>,
+        trigger: TriggerType,
+        fire_id: &str,
+        now: DateTime<Utc>,
+    ) -> Vec<NewExecution> {
+        let executors = self.executors(job).await;
+        self.plan_on(job, fire_time, trigger, Some(fire_id), &executors, now)
+    }
+
+    /// The rows of backfill instant `instant` of `job`, named by `fire_id` (see
+    /// [`backfill_fire_id`](crate::jobs::backfill_fire_id)), over `executors`.
+    pub fn plan_backfill(
+        &self,
+        job: &JobDefinition,
+        instant: DateTime<Utc>,
+        fire_id: &str,
+        executors: &[ExecutorInstance],
+        now: DateTime<Utc>,
+    ) -> Vec<NewExecution> {
+        self.plan_on(
+            job,
+            instant,
+            TriggerType::Backfill,
+            Some(fire_id),
+            executors,
+            now,
+        )
+    }
+
+    fn plan_on(
+        &self,
+        job: &JobDefinition,
+        fire_time: DateTime<Utc>,
+        trigger: TriggerType,
+        fire_id: Option<&str>,
+        executors: &[ExecutorInstance],
+        now: DateTime<Utc>,
+    ) -> Vec<NewExecution> {
+        let first = self.first_executor(job, executors);
+        let mut planned = rows::fire_rows(
+            job,
+            fire_time,
+            trigger,
+            fire_id,
+            executors,
+            first,
+            self.me(),
+            now,
+        );
         if job.spec.max_retry > 0
             && let Some(failed) = planned.iter().find(|r| r.status == ExecutionStatus::Failed)
         {

@@ -7,8 +7,8 @@ use super::plan;
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
     Execution, ExecutionStatus, JobDefinition, NewExecution, RouteStrategy, TriggerType,
-    broadcast_execution_id, child_execution_id, execution_id, new_trace_id, rerun_execution_id,
-    retry_execution_id, triggered_execution_id,
+    broadcast_execution_id, execution_id, new_trace_id, rerun_execution_id, retry_execution_id,
+    triggered_execution_id,
 };
 
 /// One PENDING row per shard range over the live executors (range `i` planned for executor
@@ -16,10 +16,12 @@ use crate::jobs::{
 /// ahead of its instant: from the instant); or a single FAILED row of every shard when there
 /// is no executor at all (the planner adds the retry it earns, recorded with it). The rows
 /// use the job's `jobParams`; a trigger with its own sets them on the rows.
+#[allow(clippy::too_many_arguments)]
 pub fn fire_rows(
     job: &JobDefinition,
     fire_time: DateTime<Utc>,
     trigger: TriggerType,
+    fire_id: Option<&str>,
     executors: &[ExecutorInstance],
     first: usize,
     me: &str,
@@ -27,11 +29,13 @@ pub fn fire_rows(
 ) -> Vec<NewExecution> {
     let name = job.name().as_str();
     let shard_count = job.spec.shard_count;
-    // The ranges of a trigger share its fire id (see `jobs::triggered_execution_id`); a cron
-    // fire is named by its instant and needs none.
-    let fire_id = match trigger {
-        TriggerType::Cron => String::new(),
-        _ => new_trace_id(),
+    // The ranges of a trigger share its fire id (see `jobs::triggered_execution_id`): the
+    // caller's (a backfill's instant), or a fresh one; a cron fire is named by its instant and
+    // needs none.
+    let fire_id = match (trigger, fire_id) {
+        (TriggerType::Cron, _) => String::new(),
+        (_, Some(id)) => id.to_string(),
+        (_, None) => new_trace_id(),
     };
     let row = |start: u32, end: u32, executor: Option<String>| {
         NewExecution {
@@ -106,21 +110,19 @@ pub fn retry_row(
     }
 }
 
-/// `planned`, a child job's rows planned for a trigger, as the trigger of the parent fire
-/// `parent_fire` by its execution `parent_trace`: ids that derive from the parent fire, so
-/// the child is triggered once per parent fire whoever writes it.
-pub fn child_rows(
-    child: &str,
-    parent_fire: &str,
-    parent_trace: &str,
-    planned: Vec<NewExecution>,
-) -> Vec<NewExecution> {
+/// The rows of a child triggered by the parent run `parent_trace` whose SUCCESS completed its
+/// fire, planned under the parent fire's [`child_fire_id`](crate::jobs::child_fire_id): each
+/// first attempt names the parent run; a retry planned with them (the child found no
+/// executor) names the attempt it follows.
+pub fn child_rows(parent_trace: &str, planned: Vec<NewExecution>) -> Vec<NewExecution> {
     planned
         .into_iter()
-        .map(|r| NewExecution {
-            execution_id: child_execution_id(child, parent_fire, r.shard_start, r.shard_end),
-            parent_trace_id: Some(parent_trace.to_string()),
-            ..r
+        .map(|r| match r.retry_count {
+            0 => NewExecution {
+                parent_trace_id: Some(parent_trace.to_string()),
+                ..r
+            },
+            _ => r,
         })
         .collect()
 }
@@ -185,9 +187,18 @@ mod tests {
             addr: InstanceAddr::parse("10.0.0.1:9999").unwrap(),
             path_prefix: None,
         };
-        let mut row = fire_rows(&job, now, TriggerType::Manual, &[executor], 0, "me", now)
-            .pop()
-            .unwrap();
+        let mut row = fire_rows(
+            &job,
+            now,
+            TriggerType::Manual,
+            None,
+            &[executor],
+            0,
+            "me",
+            now,
+        )
+        .pop()
+        .unwrap();
         row.job_params = params;
         row.status = ExecutionStatus::Failed;
         (job, row.recorded(1))

@@ -20,7 +20,8 @@ use crate::alerts::Alerts;
 use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::jobs::{
-    Execution, ExecutionStatus, JobBook, JobDefinition, NewExecution, TriggerType, fire_key,
+    Execution, ExecutionStatus, JobBook, JobDefinition, NewExecution, TriggerType, child_fire_id,
+    fire_key,
 };
 use crate::store::{Applied, ChildTrigger, Follow, JobStore, Store, Transition};
 
@@ -267,14 +268,15 @@ impl Outcomes {
             };
             let planned = self
                 .planner
-                .plan(&child, now, TriggerType::Child, now, None)
+                .plan_named(
+                    &child,
+                    now,
+                    TriggerType::Child,
+                    &child_fire_id(&parent_fire),
+                    now,
+                )
                 .await;
-            rows.extend(child_rows(
-                name.as_str(),
-                &parent_fire,
-                &row.trace_id,
-                planned,
-            ));
+            rows.extend(child_rows(&row.trace_id, planned));
         }
         Some(ChildTrigger {
             parent_job: job.name().to_string(),

@@ -77,6 +77,8 @@ pub enum TriggerType {
     Compensation,
     /// Triggered by a parent job whose fire ended SUCCESS in every range.
     Child,
+    /// A past instant of the job's schedule, run again by a backfill.
+    Backfill,
 }
 
 impl TriggerType {
@@ -108,6 +110,8 @@ pub fn execution_id(
 ///   ([`triggered_execution_id`]);
 /// - child triggers: `{child}:CHILD:{digest of the parent's fire}:{start}-{end}`, the same on
 ///   every scheduler ([`child_execution_id`]);
+/// - backfills: `{job}:BACKFILL:{digest of the backfill's id}-{instant}:{start}-{end}`, the
+///   same whoever records the instant ([`backfill_fire_id`]);
 /// - automatic retries: the attempt's id plus `#r{n}`, so attempt n of a range can be created
 ///   once only, whoever applies the retry policy ([`retry_execution_id`]);
 /// - an operator's re-run: the first attempt's id plus `#x{trace_id}`, unique by its fresh
@@ -125,6 +129,19 @@ pub fn triggered_execution_id(
     )
 }
 
+/// The fire id of a backfill's instant: a digest of its backfill's id and the instant, the same
+/// whoever records it, so an instant of a backfill is recorded once
+/// (`{job}:BACKFILL:{digest}-{yyyyMMddHHmmss}:{start}-{end}`).
+pub fn backfill_fire_id(backfill_id: &str, instant: DateTime<Utc>) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(backfill_id.as_bytes());
+    format!(
+        "{}-{}",
+        hex::encode(&digest[..8]),
+        instant.format("%Y%m%d%H%M%S")
+    )
+}
+
 /// The id of range `start-end` of child job `child` triggered by the parent fire whose
 /// [`fire_key`] is `parent_fire`: the same on every scheduler, so a child is triggered once
 /// per parent fire, and a different one for every parent fire (two manual runs of the parent
@@ -136,12 +153,22 @@ pub fn child_execution_id(
     shard_start: u32,
     shard_end: u32,
 ) -> String {
+    triggered_execution_id(
+        child,
+        TriggerType::Child,
+        &child_fire_id(parent_fire),
+        shard_start,
+        shard_end,
+    )
+}
+
+/// The fire id of the children of the parent fire whose [`fire_key`] is `parent_fire`: a
+/// digest of it (see [`child_execution_id`]). Planned under it, a child's rows are named
+/// alike on every scheduler, its retries and broadcast rows included.
+pub fn child_fire_id(parent_fire: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(parent_fire.as_bytes());
-    format!(
-        "{child}:CHILD:{}:{shard_start}-{shard_end}",
-        hex::encode(&digest[..8])
-    )
+    hex::encode(&digest[..8])
 }
 
 /// The id of automatic retry `retry` of the attempt whose id is `previous`: the attempt's

@@ -5,6 +5,7 @@
 //! `JobDefinition` is a stored job (a spec plus identity and audit columns).
 
 mod addr;
+pub mod backfill;
 mod book;
 mod calendar;
 mod document;
@@ -31,9 +32,9 @@ pub use document::{
     DocumentError, DocumentFormat, DocumentJob, EntryError, JobDocument, document_entries,
 };
 pub use execution::{
-    Execution, ExecutionStatus, NewExecution, TriggerType, broadcast_execution_id,
-    child_execution_id, execution_id, fire_key, first_attempt_id, new_trace_id, rerun_execution_id,
-    retry_execution_id, triggered_execution_id,
+    Execution, ExecutionStatus, NewExecution, TriggerType, backfill_fire_id,
+    broadcast_execution_id, child_execution_id, child_fire_id, execution_id, fire_key,
+    first_attempt_id, new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
 };
 pub use name::{JobName, PathSegment, percent_encoded};
 pub use policies::{
@@ -278,8 +279,13 @@ pub const SERVICE_GROUP_PATTERN: &str = "^[A-Za-z0-9._:-]{1,128}$";
 
 /// A Nacos group name as Nacos accepts it: 1-128 of `[A-Za-z0-9._:-]`.
 pub fn parse_service_group(raw: &str) -> Result<String, String> {
-    if raw.is_empty() || raw.len() > MAX_SERVICE_GROUP {
-        return Err(format!("must be 1 to {MAX_SERVICE_GROUP} characters long"));
+    parse_plain(raw, MAX_SERVICE_GROUP)
+}
+
+/// A plain key: 1 to `max` of `[A-Za-z0-9._:-]`.
+pub fn parse_plain(raw: &str, max: usize) -> Result<String, String> {
+    if raw.is_empty() || raw.len() > max {
+        return Err(format!("must be 1 to {max} characters long"));
     }
     if let Some(c) = raw
         .chars()

@@ -6,13 +6,16 @@
 //!   old fire claims;
 //! - [`recovery`]: what to do with each such row, decided by asking its executor first;
 //! - [`stops`]: confirms that cancelled runs stopped, so overlap policies stop waiting;
-//! - [`retention`]: the chunked purge of old execution history.
+//! - [`retention`]: the chunked purge of old execution history;
+//! - [`backfill`]: records the next instants of running backfills.
 
+pub mod backfill;
 pub mod compensation;
 pub mod recovery;
 pub mod retention;
 pub mod stops;
 
+pub use backfill::Backfiller;
 pub use compensation::{Compensator, Pass, Sweep};
 pub use recovery::{Recovered, Recovery};
 pub use retention::{Purged, Retention};

@@ -14,6 +14,7 @@
 //! database URL scheme; the migrations are per backend, in `migrations/`).
 
 mod admission;
+mod backfills;
 mod batch;
 mod columns;
 mod executions;
@@ -38,6 +39,7 @@ use crate::jobs::{
     OverlapPolicy, TriggerType,
 };
 
+pub use backfills::BackfillStore;
 pub use retention::PurgePace;
 pub use sql::Backend;
 pub use transition::{Applied, ChildTrigger, Follow, Transition, fold_moves};
@@ -518,7 +520,9 @@ pub trait RetentionStore: Send + Sync {
 
 /// Everything JobFlow keeps, and the schema it keeps it in.
 #[async_trait]
-pub trait Store: JobStore + FireStore + ExecutionStore + RetentionStore + 'static {
+pub trait Store:
+    JobStore + FireStore + ExecutionStore + RetentionStore + BackfillStore + 'static
+{
     /// `mysql` or `sqlite`.
     fn backend(&self) -> &'static str;
     async fn migrate(&self) -> Result<(), StoreError>;

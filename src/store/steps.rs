@@ -117,19 +117,23 @@ pub(super) async fn count_cancels(tx: &mut Tx, n: usize) -> Result<(), StoreErro
 }
 
 /// Takes back one recorded fire: its rows and its claim are deleted, so its instant can be
-/// fired again, but only while every row that is left is still PENDING and held by the
-/// fire's instance. Once one was taken over (compensation resumed it after its lease) or
-/// moved on, the fire stands as recorded and nothing is deleted: `false`.
+/// fired again, but only while every row that is left is held by the fire's instance and
+/// still as recorded: PENDING, or FAILED without a start (recorded so, the fire having found
+/// no executor, with its retry). Once one was taken over (compensation resumed it after its
+/// lease) or moved on, the fire stands as recorded and nothing is deleted: `false`.
 pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, StoreError> {
     let lock = tx.backend().lock_rows();
     for chunk in w.traces.chunks(MULTI_ROW) {
-        let mut q =
-            Sql::new("SELECT status, scheduler_instance FROM job_execution WHERE trace_id IN ");
+        let mut q = Sql::new(
+            "SELECT status, scheduler_instance, start_time FROM job_execution WHERE trace_id IN ",
+        );
         q.list(chunk.iter()).push(lock);
         for row in tx.fetch_all(q).await? {
             let (status, holder): (String, Option<String>) = (row.at(0)?, row.at(1)?);
-            if status != ExecutionStatus::Pending.as_str() || holder.as_deref() != Some(&w.instance)
-            {
+            let started: Option<DateTime<Utc>> = row.at(2)?;
+            let as_recorded = status == ExecutionStatus::Pending.as_str()
+                || (status == ExecutionStatus::Failed.as_str() && started.is_none());
+            if !as_recorded || holder.as_deref() != Some(&w.instance) {
                 return Ok(false);
             }
         }

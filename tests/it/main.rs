@@ -13,6 +13,7 @@ mod api_execution_search;
 mod api_hostile;
 mod api_jobs;
 mod api_misc;
+mod backfills;
 mod calendars;
 mod caps;
 mod claim_ahead;

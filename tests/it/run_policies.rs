@@ -28,6 +28,7 @@ backend_tests!(
     simultaneous_triggers_of_a_cover_job_on_two_instances_leave_one_running,
     a_child_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped,
     child_jobs_run_once_after_every_range_succeeded,
+    children_that_find_no_executor_or_run_on_every_executor_are_written_with_their_parent,
     every_run_of_a_parent_triggers_its_children_even_within_one_second,
     an_operator_rerun_that_completes_a_fire_triggers_its_children,
     a_trigger_body_sets_params_and_executor,
@@ -892,4 +893,82 @@ async fn a_broadcast_job_runs_whole_on_every_executor_and_its_children_once_afte
         .await;
     assert_eq!(status, 400, "{problem}");
     assert_eq!(crate::helpers::problem_fields(&problem), ["routeStrategy"]);
+}
+
+/// A SUCCESS that completes its fire is written with its children's rows. A child that finds
+/// no executor is recorded FAILED with its retry, and a broadcast child has a row per
+/// executor: each has an id of its own (the campaign found a parent whose child found no
+/// executor never written, its child rows sharing one id, and its batch retried forever).
+async fn children_that_find_no_executor_or_run_on_every_executor_are_written_with_their_parent(
+    backend: Backend,
+) {
+    let (r1, r2) = (Recorder::start().await, Recorder::start().await);
+    let db = Arc::new(TestDb::create(backend).await);
+    let executors = vec![r1.addr.clone(), r2.addr.clone()];
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &executors);
+    })
+    .await;
+    app.create_job(
+        &json!({"name": "lost-child", "serviceName": "nowhere", "handler": "c",
+        "cron": "0 0 3 1 1 ?", "maxRetry": 1}),
+    )
+    .await;
+    app.create_job(
+        &json!({"name": "fan-out", "serviceName": "svc", "handler": "f",
+        "cron": "0 0 3 1 1 ?", "routeStrategy": "BROADCAST"}),
+    )
+    .await;
+    app.create_job(
+        &json!({"name": "parent", "serviceName": "svc", "handler": "p",
+        "cron": "0 0 3 1 1 ?", "childJobs": ["lost-child", "fan-out"]}),
+    )
+    .await;
+    let parent = trigger(&app, "parent", None).await;
+    let trace = parent[0]["traceId"].as_str().unwrap().to_string();
+    app.execution_in(&trace, "SUCCESS", Duration::from_secs(10))
+        .await;
+    let lost = eventually(
+        Duration::from_secs(10),
+        "the child and its retry",
+        || async {
+            let rows = app.executions("lost-child").await;
+            (rows.len() == 2 && rows.iter().all(|r| r["status"] == "FAILED")).then_some(rows)
+        },
+    )
+    .await;
+    let first = lost.iter().find(|r| r["retryCount"] == 0).unwrap();
+    let retry = lost.iter().find(|r| r["retryCount"] == 1).unwrap();
+    assert_eq!(
+        first["parentTraceId"],
+        trace.as_str(),
+        "names the parent run"
+    );
+    assert_eq!(
+        retry["parentTraceId"], first["traceId"],
+        "names the attempt it follows"
+    );
+    let first_id = first["executionId"].as_str().unwrap();
+    assert!(first_id.starts_with("lost-child:CHILD:"), "{first_id}");
+    assert_eq!(retry["executionId"], format!("{first_id}#r1"));
+    let fanned = eventually(
+        Duration::from_secs(10),
+        "a child run on each executor",
+        || async {
+            let rows = app.executions("fan-out").await;
+            (rows.len() == 2 && rows.iter().all(|r| r["status"] == "SUCCESS")).then_some(rows)
+        },
+    )
+    .await;
+    let mut ids: Vec<&str> = fanned
+        .iter()
+        .map(|r| r["executionId"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert!(
+        ids[0] != ids[1] && ids.iter().all(|id| id.contains('@')),
+        "{ids:?}"
+    );
+    let fan_out_calls = |r: &Recorder| r.calls().iter().filter(|c| c.handler == "f").count();
+    assert_eq!((fan_out_calls(&r1), fan_out_calls(&r2)), (1, 1));
 }

@@ -39,8 +39,10 @@ backend_tests!(
     an_unreadable_row_is_passed_over_not_fatal,
     guarded_fires_are_judged_under_their_job,
     a_fire_is_judged_against_every_change_since_it_was_planned,
+    a_backfill_records_each_instant_once_whoever_advances_it,
     a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed,
     a_fire_taken_over_by_compensation_is_not_withdrawn,
+    a_fire_that_found_no_executor_is_withdrawn_whole,
     a_run_taken_while_a_cover_fire_is_admitted_is_waited_for,
     a_fire_judged_ahead_is_a_run_for_every_admission_after_it,
     the_api_pool_answers_while_the_scheduling_pool_waits
@@ -1466,4 +1468,144 @@ async fn a_fire_is_judged_against_every_change_since_it_was_planned(backend: Bac
         .unwrap();
     assert_eq!(admitted, [store::Admitted::Withdrawn]);
     assert_eq!(s.get_execution(&fire[0].trace_id).await.unwrap(), None);
+}
+
+/// Two leaders advancing one backfill from the same cursor (the old one paused, the new one
+/// taking over): one records the instants with the cursor, the other writes nothing; the
+/// same backfill started again is answered as it is.
+async fn a_backfill_records_each_instant_once_whoever_advances_it(backend: Backend) {
+    use jobflow::jobs::backfill::{Backfill, BackfillStatus};
+    let (_db, s) = open(backend).await;
+    let at = Utc.with_ymd_and_hms(2024, 5, 1, 0, 0, 0).unwrap();
+    let b = Backfill {
+        job_name: "j".into(),
+        backfill_id: "fix-1".into(),
+        from: at,
+        to: at + Duration::minutes(3),
+        max_per_second: 2,
+        fires: 3,
+        done: 0,
+        next: Some(at),
+        status: BackfillStatus::Running,
+        created_at: at,
+        created_by: Some("otto".into()),
+        updated_at: at,
+    };
+    let (stored, created) = s.start_backfill(&b).await.unwrap();
+    assert!(created);
+    assert_eq!(stored, b);
+    let again = Backfill {
+        to: at + Duration::hours(9),
+        ..b.clone()
+    };
+    assert_eq!(s.start_backfill(&again).await.unwrap(), (b.clone(), false));
+    let rows = |n: i64| -> Vec<NewExecution> {
+        (0..n)
+            .map(|m| NewExecution {
+                trigger_type: TriggerType::Backfill,
+                ..row("j", at + Duration::minutes(m), 0, 0)
+            })
+            .collect()
+    };
+    let (first, second) = (rows(2), rows(2));
+    let next = Some(at + Duration::minutes(2));
+    let (a, b2) = tokio::join!(
+        s.record_backfill(&b, next, 2, &first, at),
+        s.record_backfill(&b, next, 2, &second, at),
+    );
+    let (a, b2) = (a.unwrap(), b2.unwrap());
+    assert!(
+        a.is_some() != b2.is_some(),
+        "exactly one records: {a:?} {b2:?}"
+    );
+    let now = s.get_backfill("j", "fix-1").await.unwrap().unwrap();
+    assert_eq!(
+        (now.done, now.next, now.status),
+        (2, next, BackfillStatus::Running)
+    );
+    // The last instant ends it.
+    let last = rows(3).split_off(2);
+    assert!(
+        s.record_backfill(&now, None, 1, &last, at)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let done = s.get_backfill("j", "fix-1").await.unwrap().unwrap();
+    assert_eq!(
+        (done.done, done.next, done.status),
+        (3, None, BackfillStatus::Done)
+    );
+    assert!(s.running_backfills().await.unwrap().is_empty());
+    // Cancelling an ended backfill leaves it as it is.
+    let still = s.cancel_backfill("j", "fix-1", at).await.unwrap().unwrap();
+    assert_eq!(still.status, BackfillStatus::Done);
+    assert_eq!(s.cancel_backfill("j", "none", at).await.unwrap(), None);
+}
+
+/// A fire that found no executor is recorded FAILED (never started) with its retry. Withdrawn
+/// (its job edited before its instant), both rows and its claim go, so its instant is fired
+/// again once, under the edit; a FAILED row that was called stands.
+async fn a_fire_that_found_no_executor_is_withdrawn_whole(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let t0 = Utc.with_ymd_and_hms(2024, 5, 1, 13, 0, 0).unwrap();
+    let me = "127.0.0.1:8080".to_string();
+    let record = |at: chrono::DateTime<Utc>| {
+        let failed = NewExecution {
+            status: ExecutionStatus::Failed,
+            error_message: Some("no executor instance available".into()),
+            ..row("j", at, 0, 9)
+        };
+        let retry = NewExecution {
+            execution_id: format!("{}#r1", failed.execution_id),
+            trace_id: new_trace_id(),
+            trigger_type: TriggerType::Retry,
+            retry_count: 1,
+            parent_trace_id: Some(failed.trace_id.clone()),
+            ..row("j", at, 0, 9)
+        };
+        let claim = FireClaim {
+            job_name: "j".into(),
+            fire_time: at,
+            scheduler_instance: me.clone(),
+            claimed_at: at,
+        };
+        (claim, vec![failed, retry])
+    };
+    let mut fires = Vec::new();
+    for at in [t0, t0 + Duration::seconds(1)] {
+        let (claim, rows) = record(at);
+        match s.record_fire(Some(&claim), &rows).await.unwrap() {
+            FireOutcome::Recorded(rows) => fires.push(rows),
+            FireOutcome::AlreadyFired => unreachable!(),
+        }
+    }
+    // The second fire's FAILED row was called after all (a start): it stands.
+    s.transition(
+        &fires[1][0].trace_id,
+        &Transition {
+            start_time: Some(t0),
+            ..Transition::to(&[ExecutionStatus::Failed], ExecutionStatus::Failed)
+        },
+    )
+    .await
+    .unwrap();
+    let withdrawal = |rows: &[Execution]| store::Withdrawal {
+        instance: me.clone(),
+        job: "j".into(),
+        claimed: Some(rows[0].fire_time),
+        traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
+    };
+    let outcome = s
+        .withdraw_fires(&[withdrawal(&fires[0]), withdrawal(&fires[1])])
+        .await
+        .unwrap();
+    assert_eq!(outcome, [true, false]);
+    for r in &fires[0] {
+        assert_eq!(s.get_execution(&r.trace_id).await.unwrap(), None);
+    }
+    assert_eq!(
+        s.last_fire_time("j").await.unwrap(),
+        Some(t0 + Duration::seconds(1))
+    );
 }
