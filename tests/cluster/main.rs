@@ -4,6 +4,7 @@
 //! one after another: each starts several processes and watches real one-second schedules.
 
 // Shared with the fault campaign (tests/campaign), which uses other parts of it.
+mod backfill;
 #[allow(dead_code)]
 mod harness;
 mod jobs_document;
