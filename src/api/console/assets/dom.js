@@ -34,7 +34,7 @@ export function mount(el, ...children) {
 
 const STATUS_CLASS = {
   SUCCESS: 'ok', FAILED: 'bad', TIMEOUT: 'bad', RUNNING: 'busy', PENDING: 'busy',
-  CANCELLED: 'muted', SKIPPED: 'muted',
+  CANCELLED: 'muted', SKIPPED: 'muted', DONE: 'ok',
 };
 
 export function statusBadge(status) {

@@ -138,6 +138,67 @@ export async function jobPage(name, params) {
   }
 
   const history = h('section', { class: 'card', 'aria-labelledby': 'history-title' });
+  const backfills = h('section', { class: 'card', 'aria-labelledby': 'backfills-title' });
+  let backfillTimer = null;
+  async function drawBackfills(job) {
+    clearTimeout(backfillTimer);
+    const list = await api('GET', `/jobs/${enc(name)}/backfills`);
+    const cancel = (b) => h('button', {
+      type: 'button',
+      class: 'secondary',
+      onclick: () => act(async () => {
+        await api('POST', `/jobs/${enc(name)}/backfills/${enc(b.backfillId)}/cancel`);
+        flash(t('backfill.cancelled'));
+        await drawBackfills(job);
+      }),
+    }, t('action.cancel'));
+    const rows = list.map((b) => h('tr', {},
+      h('td', { class: 'mono' }, b.backfillId),
+      h('td', {}, time(b.from, job.timezone), ' – ', time(b.to, job.timezone)),
+      h('td', {}, h('progress', { value: b.done, max: b.fires }), ` ${b.done} / ${b.fires}`),
+      h('td', {}, statusBadge(b.status)),
+      h('td', {}, b.createdBy || '–'),
+      h('td', {}, b.status === 'RUNNING' && session.can('operator') ? cancel(b) : null)));
+    mount(backfills,
+      h('h2', { id: 'backfills-title' }, t('backfill.title')),
+      list.length === 0 ? h('p', { class: 'muted' }, t('backfill.none')) : h('div', { class: 'table-wrap' }, h('table', { class: 'backfills' },
+        h('thead', {}, h('tr', {},
+          h('th', {}, t('backfill.id')), h('th', {}, t('backfill.interval')), h('th', {}, t('backfill.progress')),
+          h('th', {}, t('backfill.status')), h('th', {}, t('backfill.by')), h('th', {}, ''))),
+        h('tbody', {}, rows))),
+      session.can('operator') && job.scheduleType !== 'NONE' ? backfillForm(job) : null);
+    // Follow running backfills until they end.
+    if (list.some((b) => b.status === 'RUNNING')) {
+      backfillTimer = setTimeout(() => drawBackfills(job).catch(() => {}), POLL_MS);
+    }
+  }
+  function backfillForm(job) {
+    const from = h('input', { type: 'datetime-local', id: 'backfill-from', step: 1, required: true });
+    const to = h('input', { type: 'datetime-local', id: 'backfill-to', step: 1, required: true });
+    const pace = h('input', { type: 'number', id: 'backfill-pace', min: 1, max: 1000, value: 10 });
+    return h('form', {
+      class: 'filters',
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        act(async () => {
+          // The inputs are in the browser's time zone.
+          const body = {
+            from: new Date(from.value).toISOString(),
+            to: new Date(to.value).toISOString(),
+            maxPerSecond: Number(pace.value),
+          };
+          const started = await api('POST', `/jobs/${enc(name)}/backfill`, body);
+          mount(status);
+          flash(t('backfill.started', { fires: started.fires }));
+          await drawBackfills(job);
+        });
+      },
+    },
+    h('div', { class: 'field' }, h('label', { for: 'backfill-from' }, t('backfill.from')), from),
+    h('div', { class: 'field' }, h('label', { for: 'backfill-to' }, t('backfill.to')), to),
+    h('div', { class: 'field' }, h('label', { for: 'backfill-pace' }, t('backfill.pace')), pace),
+    h('button', { type: 'submit' }, t('backfill.start')));
+  }
   async function drawHistory() {
     clearTimeout(timer);
     const page = await api('GET', `/jobs/${enc(name)}/executions${query({ page: historyPage, size: HISTORY_SIZE, status: historyStatus })}`);
@@ -220,10 +281,11 @@ export async function jobPage(name, params) {
         h('section', { class: 'card' },
           h('h2', {}, t('job.nextFires', { tz: next.timezone })),
           h('ol', { class: 'fire-times' }, next.fireTimes.map((ft) => h('li', {}, time(ft, next.timezone)))))),
-      history);
-    await drawHistory();
+      history,
+      backfills);
+    await Promise.all([drawHistory(), drawBackfills(job)]);
   }
 
   await draw();
-  return { node, title: name, leave: () => clearTimeout(timer) };
+  return { node, title: name, leave: () => { clearTimeout(timer); clearTimeout(backfillTimer); } };
 }
