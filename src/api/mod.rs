@@ -10,6 +10,7 @@ mod cron;
 pub mod error;
 mod execution_search;
 mod executions;
+mod executors;
 mod extract;
 mod health;
 mod jobs;
@@ -166,6 +167,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(cluster::router())
         .merge(health::router())
         .merge(overview::router())
+        .merge(executors::router())
         .merge(session::router())
 }
 

@@ -2,7 +2,7 @@
 //! store (executions of the last hour, recent cron starts), the ownership ring and discovery,
 //! never from the Prometheus text.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use axum::extract::State;
 use chrono::{DateTime, Duration, Utc};
@@ -14,7 +14,6 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::auth::{Auth, Viewer};
 use super::error::{ApiError, Problem};
-use crate::discovery::Service;
 use crate::jobs::ExecutionStatus;
 use crate::store::Activity;
 
@@ -155,34 +154,18 @@ async fn overview(
             *owned.entry(owner).or_default() += 1;
         }
     }
-    let mut services: BTreeMap<(String, Option<String>), usize> = BTreeMap::new();
-    for job in &jobs {
-        let service = (
-            job.spec.service_name.as_str().to_string(),
-            job.spec.service_group.clone(),
-        );
-        *services.entry(service).or_default() += 1;
-    }
-    let mut executors = Vec::with_capacity(services.len());
-    for ((service_name, service_group), job_count) in services {
-        let service = Service {
-            name: &service_name,
-            group: service_group.as_deref(),
-        };
-        let instances: BTreeSet<String> = state
-            .discovery
-            .executors(service)
-            .await
-            .into_iter()
-            .map(|e| e.addr.to_string())
-            .collect();
-        executors.push(ServiceExecutors {
-            service_name,
-            service_group,
-            jobs: job_count,
-            instances: instances.into_iter().collect(),
-        });
-    }
+    let executors = super::executors::services_of(&state, &jobs)
+        .await
+        .into_iter()
+        .map(
+            |(service_name, service_group, jobs, instances)| ServiceExecutors {
+                service_name,
+                service_group,
+                jobs,
+                instances: instances.into_iter().map(|e| e.addr.to_string()).collect(),
+            },
+        )
+        .collect();
     Ok(axum::Json(Overview {
         self_instance: state.dispatcher.instance_id().to_string(),
         compensation_leader: ring.leader().map(str::to_string),

@@ -33,6 +33,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
 use super::admission::{Admission, Hold};
+use super::calls::{CallLog, LastCall};
 use super::caps::ServiceCaps;
 use super::client::{CallOutcome, ExecutorClient, Probe, excerpt, executor_request};
 use super::rows::no_executor;
@@ -89,6 +90,8 @@ pub struct Attempts {
     pub attempting: Mutex<HashSet<String>>,
     /// Children a SUCCESS earned, to be launched (their fires are admitted there).
     pub children: mpsc::UnboundedSender<Earned>,
+    /// The last call to each executor and its outcome (the console's Executors page).
+    pub calls: CallLog,
 }
 
 impl Attempts {
@@ -260,6 +263,21 @@ impl Attempts {
                     .call(instance, job.spec.handler.as_str(), &request)
                     .await
             };
+            let told = match &outcome {
+                CallOutcome::Unreachable(_) => "UNREACHABLE",
+                CallOutcome::Accepted => "ACCEPTED",
+                CallOutcome::Finished { status, .. } => status.as_str(),
+                CallOutcome::NoAnswer(_) => "NO_ANSWER",
+            };
+            self.calls.record(
+                instance.addr.as_str(),
+                LastCall {
+                    trace_id: row.trace_id.clone(),
+                    job_name: row.job_name.clone(),
+                    at: self.clock.now(),
+                    outcome: told.to_string(),
+                },
+            );
             match outcome {
                 CallOutcome::Unreachable(err) => {
                     tracing::warn!(executor = %instance.addr, error = %err, "executor unreachable; failing over");

@@ -30,6 +30,7 @@
 
 mod admission;
 mod attempt;
+pub mod calls;
 mod caps;
 pub mod client;
 mod instant;
@@ -154,6 +155,7 @@ impl Dispatcher {
             report_base: format!("http://{}", planner.me()),
             attempting: Default::default(),
             children,
+            calls: Default::default(),
         });
         let launcher = Arc::new(Launcher {
             clock,
@@ -270,6 +272,11 @@ impl Dispatcher {
     /// The launcher, for compensation.
     pub fn launcher(&self) -> &Arc<Launcher> {
         &self.launcher
+    }
+
+    /// The last call this instance made to each executor.
+    pub fn calls(&self) -> &calls::CallLog {
+        &self.attempts.calls
     }
 
     /// The planner, for backfills.

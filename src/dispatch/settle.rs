@@ -242,6 +242,11 @@ mod tests {
         ) -> Result<Listing<Execution>, StoreError> {
             unreachable!("the settler reads no rows")
         }
+        async fn running_per_executor(
+            &self,
+        ) -> Result<std::collections::HashMap<String, i64>, StoreError> {
+            unreachable!("the settler reads no rows")
+        }
         async fn latest_executions(&self, _: &[&str]) -> Result<Vec<Execution>, StoreError> {
             unreachable!("the settler reads no rows")
         }

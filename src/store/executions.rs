@@ -57,6 +57,20 @@ impl ExecutionStore for SqlStore {
         })
     }
 
+    async fn running_per_executor(&self) -> Result<HashMap<String, i64>, StoreError> {
+        // Along the status index: RUNNING rows are the calls in flight, few at any time.
+        let q = Sql::new(
+            "SELECT executor_instance, COUNT(*) FROM job_execution \
+             WHERE status = 'RUNNING' AND executor_instance IS NOT NULL GROUP BY executor_instance",
+        );
+        self.db
+            .fetch_all(q)
+            .await?
+            .iter()
+            .map(|r| Ok((r.at(0)?, r.at(1)?)))
+            .collect()
+    }
+
     async fn latest_executions(&self, jobs: &[&str]) -> Result<Vec<Execution>, StoreError> {
         // One statement: per job, the last entry of its (job_name, trigger_time) index.
         let mut latest = Vec::with_capacity(jobs.len());

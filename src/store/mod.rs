@@ -453,6 +453,9 @@ pub trait ExecutionStore: Send + Sync {
         status: Option<ExecutionStatus>,
         page: PageRequest,
     ) -> Result<Listing<Execution>, StoreError>;
+    /// How many RUNNING rows name each executor instance (`ip:port`): the calls in flight
+    /// across the cluster.
+    async fn running_per_executor(&self) -> Result<HashMap<String, i64>, StoreError>;
     /// The newest execution (trigger time, then id) of each of `jobs` that has one.
     async fn latest_executions(&self, jobs: &[&str]) -> Result<Vec<Execution>, StoreError>;
     /// Executions of all jobs matching `filter`, newest first (trigger time, then id).

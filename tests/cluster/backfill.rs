@@ -14,11 +14,14 @@ use super::wait::eventually as wait_for;
 
 const SERVICE: &str = "backfill-exec";
 
+/// Each run's fire time and execution id, in the order they ran.
+type Runs = Arc<Mutex<Vec<(DateTime<Utc>, String)>>>;
+
 /// An executor on the Rust SDK (it answers status and remembers its runs, so a row whose
 /// scheduler died after the call is not called again) recording each run's fire time and
 /// execution id.
-async fn sdk_executor() -> (String, Arc<Mutex<Vec<(DateTime<Utc>, String)>>>) {
-    let runs: Arc<Mutex<Vec<(DateTime<Utc>, String)>>> = Arc::default();
+async fn sdk_executor() -> (String, Runs) {
+    let runs: Runs = Arc::default();
     let seen = runs.clone();
     let executor = jobflow_executor::JobExecutor::without_signatures()
         .handler("h", move |ctx: jobflow_executor::JobContext| {

@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from conftest import ADMIN, OPERATOR, VIEWER, screenshot
 
-NAV = ["Overview", "Jobs", "Executions", "Cluster"]
+NAV = ["Overview", "Jobs", "Executions", "Executors", "Cluster"]
 WRITE_BUTTONS = ["Trigger", "Enable", "Disable", "Edit", "Delete", "Retry", "Cancel"]
 
 
@@ -212,7 +212,7 @@ def test_edit_with_a_bad_cron_shows_the_api_message_beside_the_field(page, serve
 
     cron.fill("0 15 3 * * ?")
     page.get_by_role("button", name="Save").click()
-    expect(page.get_by_role("heading", name="bad-cron-edit")).to_be_visible()
+    expect(page.get_by_role("heading", name="bad-cron-edit", exact=True)).to_be_visible()
     status, job = server.call("GET", "/api/v1/jobs/bad-cron-edit")
     assert job["cron"] == "0 15 3 * * ?" and job["updatedBy"] == "ada", job
 
@@ -394,6 +394,27 @@ def test_a_backfill_started_on_the_job_page_shows_its_progress(page, server):
     assert [r["triggerType"] for r in runs["content"]] == ["BACKFILL"] * 5, runs
 
 
+def test_the_executors_page_shows_each_instance_with_its_last_call(page, server):
+    server.create_job("executor-tour")
+    server.trigger("executor-tour")
+    done = wait_settled(server, "executor-tour")
+    sign_in(page, server)
+    nav(page, "Executors").click()
+    expect(page.get_by_role("heading", name="Executors")).to_be_visible()
+    card = page.locator("section.card", has=page.get_by_role("heading", name="demo", exact=True))
+    instance = card.locator("tr", has_text=server.executor)
+    expect(instance).to_be_visible()
+    # The last call this instance made to it, whichever job it was for: a link to it.
+    last = instance.locator("td").nth(3)
+    expect(last.locator(".badge")).to_have_text(re.compile("SUCCESS|FAILED|TIMEOUT|CANCELLED"))
+    expect(instance.locator("td").nth(2)).to_have_text(re.compile(r"^\d+$"))
+    _, view = server.call("GET", "/api/v1/executors")
+    demo = next(s for s in view["services"] if s["serviceName"] == "demo" and not s["serviceGroup"])
+    assert demo["instances"][0]["address"] == server.executor, demo
+    assert demo["instances"][0]["lastCall"] is not None, demo
+    assert done["status"] == "SUCCESS", done
+
+
 def test_every_page(page, server):
     server.create_job("page-tour", description="Shown on every page")
     server.trigger("page-tour")
@@ -471,7 +492,7 @@ def test_every_page(page, server):
     # Readable on a phone: no page is wider than the screen (wide tables scroll inside).
     page.set_viewport_size({"width": 390, "height": 844})
     for hash_ in ["#/overview", "#/jobs", "#/jobs/page-tour", f"#/executions/{done['traceId']}",
-                  "#/executions", "#/cluster", "#/jobs/page-tour/edit"]:
+                  "#/executions", "#/executors", "#/cluster", "#/jobs/page-tour/edit"]:
         page.goto(server.base + "/ui/" + hash_)
         expect(page.locator("main h1")).to_be_visible()
         width = page.evaluate("document.documentElement.scrollWidth")
@@ -487,7 +508,7 @@ PAGE_WEIGHT_BUDGET = 40_000
 
 def check_page_weight(transfers):
     files = [r for r in transfers if "/ui/" in r.url]
-    assert len(files) >= 14, [r.url for r in files]
+    assert len(files) >= 15, [r.url for r in files]
     total = 0
     for r in transfers:
         sizes = r.sizes()

@@ -14,7 +14,10 @@ use serde_json::{Value, json};
 use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, job, static_executors};
 use crate::recorder::{Recorder, Reply};
 
-backend_tests!(overview_counts_the_last_hour);
+backend_tests!(
+    overview_counts_the_last_hour,
+    executors_show_their_calls_in_flight_and_last_call
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_is_served_from_the_binary() {
@@ -257,4 +260,60 @@ async fn overview_counts_the_last_hour(backend: Backend) {
             {"serviceName": "svc", "serviceGroup": null, "jobs": 2, "instances": [recorder.addr]},
         ])
     );
+}
+
+/// `GET /api/v1/executors`: each service the jobs name with its live instances; a call in
+/// flight counts while its row is RUNNING, and the last call this instance made is named
+/// with its outcome; a service without instances is listed empty.
+async fn executors_show_their_calls_in_flight_and_last_call(backend: Backend) {
+    let rec = Recorder::with(|c| {
+        if c.handler == "slow" {
+            Reply::slow(Duration::from_secs(30))
+        } else {
+            Reply::ok()
+        }
+    })
+    .await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = vec![rec.addr.clone()];
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addr);
+    })
+    .await;
+    for (name, handler, service) in [
+        ("quick", "fast", "svc"),
+        ("long", "slow", "svc"),
+        ("orphan", "h", "nowhere"),
+    ] {
+        app.create_job(
+            &json!({"name": name, "serviceName": service, "handler": handler,
+            "cron": "0 0 3 1 1 ?", "maxRetry": 0}),
+        )
+        .await;
+    }
+    let (_, before) = app.get("/api/v1/executors").await;
+    assert_eq!(
+        before["services"],
+        json!([
+            {"serviceName": "nowhere", "serviceGroup": null, "jobs": 1, "instances": []},
+            {"serviceName": "svc", "serviceGroup": null, "jobs": 2, "instances": [
+                {"address": rec.addr, "pathPrefix": null, "callsInFlight": 0, "lastCall": null}]}
+        ])
+    );
+    let (_, quick) = app.post("/api/v1/jobs/quick/trigger", &json!({})).await;
+    let trace = quick[0]["traceId"].as_str().unwrap().to_string();
+    app.execution_in(&trace, "SUCCESS", Duration::from_secs(10))
+        .await;
+    let (_, after) = app.get("/api/v1/executors").await;
+    let call = &after["services"][1]["instances"][0]["lastCall"];
+    assert_eq!(
+        (&call["traceId"], &call["jobName"], &call["outcome"]),
+        (&json!(trace), &json!("quick"), &json!("SUCCESS"))
+    );
+    app.post("/api/v1/jobs/long/trigger", &json!({})).await;
+    eventually(Duration::from_secs(10), "a call in flight", || async {
+        let (_, v) = app.get("/api/v1/executors").await;
+        (v["services"][1]["instances"][0]["callsInFlight"] == 1).then_some(())
+    })
+    .await;
 }

@@ -46,6 +46,7 @@ const SOURCES: &[Source] = sources![
     ("job-form.js", "text/javascript; charset=utf-8"),
     ("executions.js", "text/javascript; charset=utf-8"),
     ("cluster.js", "text/javascript; charset=utf-8"),
+    ("executors.js", "text/javascript; charset=utf-8"),
     ("favicon.svg", "image/svg+xml"),
 ];
 

@@ -9,6 +9,7 @@ import { jobsPage, jobPage } from './jobs.js';
 import { jobFormPage } from './job-form.js';
 import { executionsPage, executionPage } from './executions.js';
 import { clusterPage } from './cluster.js';
+import { executorsPage } from './executors.js';
 import { session } from './session.js';
 
 
@@ -16,6 +17,7 @@ const NAV = [
   ['overview', 'nav.overview'],
   ['jobs', 'nav.jobs'],
   ['executions', 'nav.executions'],
+  ['executors', 'nav.executors'],
   ['cluster', 'nav.cluster'],
 ];
 
@@ -41,6 +43,7 @@ function pageFor({ parts, params }) {
       return () => jobPage(id, params);
     case 'executions':
       return id === undefined ? () => executionsPage(params) : () => executionPage(id);
+    case 'executors': return () => executorsPage();
     case 'cluster': return () => clusterPage(params);
     default: return null;
   }
@@ -63,7 +66,11 @@ function renderChrome() {
   signOut.hidden = !(me && me.authEnabled);
 }
 
+/// Counts renders: a page that finishes loading after another one was asked for is dropped.
+let rendering = 0;
+
 async function render() {
+  const mine = ++rendering;
   leaveCurrent();
   leaveCurrent = () => {};
   renderChrome();
@@ -77,13 +84,18 @@ async function render() {
   mount(el, h('p', { class: 'muted' }, t('loading')));
   try {
     const view = await page();
+    if (mine !== rendering) {
+      // The user (or a link) moved on while this page loaded.
+      if (view && view.leave) view.leave();
+      return;
+    }
     if (view) {
       mount(el, view.node);
       leaveCurrent = view.leave || (() => {});
       document.title = `${view.title} · JobFlow`;
     }
   } catch (err) {
-    if (err.status !== 401) mount(el, h('h1', {}, t('error.title')), errorBox(err));
+    if (err.status !== 401 && mine === rendering) mount(el, h('h1', {}, t('error.title')), errorBox(err));
   }
 }
 

@@ -5,6 +5,7 @@ const LANG_KEY = 'jobflow.lang';
 
 const en = {
   'nav.overview': 'Overview', 'nav.jobs': 'Jobs', 'nav.executions': 'Executions', 'nav.cluster': 'Cluster',
+  'nav.executors': 'Executors',
   'lang.switch': '中文', 'lang.switchLabel': 'Switch to Chinese',
   'skip': 'Skip to content',
   'signin.title': 'Sign in', 'signin.token': 'Token', 'signin.submit': 'Sign in', 'signout': 'Sign out',
@@ -69,6 +70,12 @@ const en = {
   'exec.params': 'Job params', 'exec.paramsOfJob': 'the job\'s own',
   'exec.retried': 'Retry started.', 'exec.cancelled': 'Execution cancelled.', 'exec.shardRange': '{start}–{end} of {count}',
   'exec.searchUnavailable': 'This server does not offer the execution search yet: {message}',
+  'executors.title': 'Executors', 'executors.none': 'No job names an executor service yet.',
+  'executors.help': 'Live instances of every service the jobs name. Calls in flight count the whole cluster; the last call is the one {self} made.',
+  'executors.jobs': '{n} job(s)', 'executors.noInstance': 'No live instance: fires of these jobs fail.',
+  'executors.address': 'Instance', 'executors.prefix': 'Path prefix', 'executors.inFlight': 'Calls in flight',
+  'executors.lastCall': 'Last call', 'executors.ACCEPTED': 'ACCEPTED', 'executors.NO_ANSWER': 'NO ANSWER',
+  'executors.UNREACHABLE': 'UNREACHABLE',
   'cluster.title': 'Cluster', 'cluster.members': 'Members', 'cluster.spread': 'Ownership spread',
   'cluster.strategy': 'Ownership strategy: {strategy}', 'cluster.owner': 'Owner', 'cluster.find': 'Which instance owns a job?',
   'cluster.findPlaceholder': 'job name', 'cluster.nobody': 'nobody (disabled or no instance)',
@@ -78,6 +85,7 @@ const en = {
 
 const zh = {
   'nav.overview': '概览', 'nav.jobs': '任务', 'nav.executions': '执行记录', 'nav.cluster': '集群',
+  'nav.executors': '执行器',
   'lang.switch': 'English', 'lang.switchLabel': '切换到英文',
   'skip': '跳到正文',
   'signin.title': '登录', 'signin.token': '令牌', 'signin.submit': '登录', 'signout': '退出登录',
@@ -142,6 +150,12 @@ const zh = {
   'exec.params': '任务参数', 'exec.paramsOfJob': '沿用任务的参数',
   'exec.retried': '已发起重试。', 'exec.cancelled': '执行已取消。', 'exec.shardRange': '{start}–{end} / 共 {count}',
   'exec.searchUnavailable': '此服务器尚不支持执行记录查询：{message}',
+  'executors.title': '执行器', 'executors.none': '还没有任务指定执行器服务。',
+  'executors.help': '任务所用各服务的在线实例。进行中的调用统计整个集群；最近一次调用为 {self} 发出。',
+  'executors.jobs': '{n} 个任务', 'executors.noInstance': '没有在线实例：这些任务的触发会失败。',
+  'executors.address': '实例', 'executors.prefix': '路径前缀', 'executors.inFlight': '进行中的调用',
+  'executors.lastCall': '最近一次调用', 'executors.ACCEPTED': '已接受', 'executors.NO_ANSWER': '无应答',
+  'executors.UNREACHABLE': '无法连接',
   'cluster.title': '集群', 'cluster.members': '成员', 'cluster.spread': '任务分布',
   'cluster.strategy': '归属策略：{strategy}', 'cluster.owner': '负责实例', 'cluster.find': '某个任务由哪个实例负责？',
   'cluster.findPlaceholder': '任务名', 'cluster.nobody': '无（已停用或无可用实例）',
