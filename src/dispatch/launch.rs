@@ -399,6 +399,13 @@ impl Launcher {
             Some(_) => Start::Claimed,
             None => Start::Take,
         };
+        let outcome = match (start, outcome) {
+            (Start::Claimed, Admitted::Run { rows, covered }) => Admitted::Run {
+                rows: still_held(&fire.rows, rows),
+                covered,
+            },
+            (_, outcome) => outcome,
+        };
         match outcome {
             Admitted::Run { rows, covered } if covered.is_empty() => {
                 self.start(&fire.job, rows, start, &fire.hold);
@@ -429,6 +436,26 @@ impl Launcher {
             Admitted::Gone => {}
         }
     }
+}
+
+/// Of a claimed fire's `admitted` rows (as the admission read them), those still held as the
+/// fire `recorded` them. A claimed row is called before its RUNNING is written, without a
+/// compare-and-set, so a row whose lease changed since (this instance was late past it, and
+/// compensation, perhaps its own, took the row over and dispatches it) is its new holder's to
+/// call: called here as well, it ran twice (campaign seed 29).
+fn still_held(recorded: &[Execution], admitted: Vec<Execution>) -> Vec<Execution> {
+    admitted
+        .into_iter()
+        .filter(|row| {
+            let held = recorded
+                .iter()
+                .any(|r| r.trace_id == row.trace_id && r.lease() == row.lease());
+            if !held {
+                tracing::info!(trace_id = %row.trace_id, job_name = %row.job_name, "admitted, but taken over meanwhile; its new holder calls it");
+            }
+            held
+        })
+        .collect()
 }
 
 /// COVER: stops the runs `covered` (cancelled for the fire whose `rows` were admitted, or
@@ -521,5 +548,39 @@ async fn stopped_by(attempts: &Attempts, run: &Execution, bound: DateTime<Utc>) 
             Some((_, probe)) => probe,
             None => return true,
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(trace: &str, holder: &str, due: &str) -> Execution {
+        Execution {
+            trace_id: trace.into(),
+            scheduler_instance: Some(holder.into()),
+            due_time: due.parse().unwrap(),
+            ..Execution::for_tests(ExecutionStatus::Pending, 0)
+        }
+    }
+
+    #[test]
+    fn a_claimed_fire_calls_only_the_rows_still_held_as_it_recorded_them() {
+        let recorded = [
+            row("kept", "a:1", "2026-01-01T00:00:13Z"),
+            row("taken", "a:1", "2026-01-01T00:00:13Z"),
+            row("moved", "a:1", "2026-01-01T00:00:13Z"),
+        ];
+        let admitted = vec![
+            row("kept", "a:1", "2026-01-01T00:00:13Z"),
+            // Taken over by this instance's own compensation after its lease: a new due time.
+            row("taken", "a:1", "2026-01-01T00:00:29.110Z"),
+            row("moved", "b:1", "2026-01-01T00:00:29.110Z"),
+        ];
+        let called: Vec<String> = still_held(&recorded, admitted)
+            .into_iter()
+            .map(|r| r.trace_id)
+            .collect();
+        assert_eq!(called, ["kept"]);
     }
 }
