@@ -7,7 +7,8 @@
 //! outcome. It never waits to fill a batch: a lone change is written at once.
 //!
 //! A change is never dropped: a batch that fails (database down, deadlock) is written again
-//! with a capped backoff until it goes in. Memory is bounded by the queue: at
+//! with a capped backoff until it goes in; a batch the database refuses for its data is
+//! split, so a change it refuses every time holds back no other. Memory is bounded by the queue: at
 //! [`QUEUE_BOUND`] waiting changes, callers wait for room, and so hold their call slot and
 //! their place in the backlog; the engine then takes no new fires, which wait in the schedule
 //! and follow the misfire policy. A process that dies with changes queued leaves their rows
@@ -20,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::backoff::Backoff;
-use crate::store::{Applied, ExecutionStore, Transition};
+use crate::store::{Applied, ExecutionStore, StoreError, Transition};
 
 /// How long a RUNNING change may wait for its row's result, so that a call answered within
 /// it costs one row update instead of two.
@@ -69,7 +70,7 @@ impl Settler {
                 }
                 let (store, items) = (store.clone(), std::mem::take(&mut waiting));
                 tokio::spawn(async move {
-                    write_batch(store.as_ref(), items).await;
+                    write_batch(store, items).await;
                     drop(writer);
                 });
             }
@@ -162,8 +163,10 @@ impl Settler {
 }
 
 /// Writes one batch, again and again until the database takes it, and answers every caller
-/// with its own outcome.
-async fn write_batch(store: &dyn ExecutionStore, items: Vec<(String, Transition, Reply)>) {
+/// with its own outcome. A batch the database refuses for its data (a key it rejects: it
+/// will every time) is split, and each change written on its own in a task of its own, so
+/// the one at fault holds back neither the changes batched with it nor this writer.
+async fn write_batch(store: Arc<dyn ExecutionStore>, items: Vec<(String, Transition, Reply)>) {
     let (batch, replies): (Vec<_>, Vec<_>) = items
         .into_iter()
         .map(|(trace, t, reply)| ((trace, t), reply))
@@ -173,6 +176,13 @@ async fn write_batch(store: &dyn ExecutionStore, items: Vec<(String, Transition,
     let applied = loop {
         match store.transitions(&batch).await {
             Ok(applied) => break applied,
+            Err(e) if refuses_the_data(&e) && batch.len() > 1 => {
+                tracing::warn!(changes = batch.len(), error = %e, "execution changes refused; writing each on its own");
+                for (item, reply) in batch.into_iter().zip(replies) {
+                    tokio::spawn(write_alone(store.clone(), item, reply));
+                }
+                return;
+            }
             Err(e) => {
                 attempt += 1;
                 let delay = RETRY.delay(attempt);
@@ -184,6 +194,40 @@ async fn write_batch(store: &dyn ExecutionStore, items: Vec<(String, Transition,
     };
     for (reply, applied) in replies.into_iter().zip(applied) {
         let _ = reply.send(applied);
+    }
+}
+
+/// Whether the database refused a write for what it writes (a unique, foreign or check
+/// constraint), not for its own state (away, busy, a deadlock): writing it again in the same
+/// batch would meet the same refusal.
+fn refuses_the_data(e: &StoreError) -> bool {
+    match e {
+        StoreError::Duplicate(_) => true,
+        StoreError::Database(sqlx::Error::Database(db)) => {
+            db.is_unique_violation() || db.is_foreign_key_violation() || db.is_check_violation()
+        }
+        _ => false,
+    }
+}
+
+/// Writes one change of a refused batch, again and again until the database takes it.
+async fn write_alone(store: Arc<dyn ExecutionStore>, item: (String, Transition), reply: Reply) {
+    let one = std::slice::from_ref(&item);
+    let mut attempt = 0;
+    loop {
+        match store.transitions(one).await {
+            Ok(mut applied) => {
+                let _ = reply.send(applied.remove(0));
+                return;
+            }
+            Err(e) => {
+                attempt += 1;
+                let delay = RETRY.delay(attempt);
+                metrics::counter!("scheduler_result_write_retries_total").increment(1);
+                tracing::warn!(trace_id = %item.0, error = %e, retry_in_ms = delay.as_millis() as u64, "execution change not written; trying again");
+                tokio::time::sleep(delay).await;
+            }
+        }
     }
 }
 
@@ -204,11 +248,13 @@ mod tests {
 
     use ExecutionStatus::{Pending, Running, Success};
 
-    /// Records every batch written; refuses the first `failures` with a database error.
+    /// Records every batch written; refuses the first `failures` with a database error, and
+    /// every batch holding a change of a row in `poison` as a duplicate.
     #[derive(Default)]
     struct Recording {
         batches: Mutex<Vec<Vec<(String, Transition)>>>,
         failures: AtomicUsize,
+        poison: Mutex<Vec<String>>,
     }
 
     #[async_trait]
@@ -220,6 +266,10 @@ mod tests {
             if self.failures.load(Ordering::SeqCst) > 0 {
                 self.failures.fetch_sub(1, Ordering::SeqCst);
                 return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
+            }
+            let poison = self.poison.lock().unwrap().clone();
+            if batch.iter().any(|(trace, _)| poison.contains(trace)) {
+                return Err(StoreError::Duplicate(crate::store::UniqueKey::ExecutionId));
             }
             self.batches.lock().unwrap().push(batch.to_vec());
             Ok(batch.iter().map(|_| Applied::yes()).collect())
@@ -363,5 +413,50 @@ mod tests {
             .map(|(_, t)| t.to)
             .collect();
         assert_eq!(written, [Running, ExecutionStatus::Cancelled]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_the_database_refuses_every_time_holds_back_no_other() {
+        let store = Arc::new(Recording::default());
+        let settler = Arc::new(Settler::spawn(store.clone()));
+        // As many refused changes as there are writers, each batched with a good one.
+        let bad = |i: usize| format!("bad-{i}");
+        *store.poison.lock().unwrap() = (0..CONCURRENT_BATCHES).map(bad).collect();
+        let mut stuck = Vec::new();
+        let mut good = Vec::new();
+        for i in 0..CONCURRENT_BATCHES {
+            let (s1, s2) = (settler.clone(), settler.clone());
+            stuck.push(tokio::spawn(
+                async move { s1.settle(&bad(i), success()).await },
+            ));
+            good.push(tokio::spawn(async move {
+                s2.settle(&format!("good-{i}"), success()).await
+            }));
+        }
+        for g in good {
+            let written = tokio::time::timeout(Duration::from_secs(60), g).await;
+            assert!(
+                written
+                    .expect("a good change goes in")
+                    .unwrap()
+                    .unwrap()
+                    .applied()
+            );
+        }
+        // Every writer is free again.
+        let later =
+            tokio::time::timeout(Duration::from_secs(60), settler.settle("later", success()));
+        assert!(later.await.expect("not held back").unwrap().applied());
+        assert!(
+            stuck.iter().all(|b| !b.is_finished()),
+            "still tried, never dropped"
+        );
+        store.poison.lock().unwrap().clear();
+        for b in stuck {
+            assert!(
+                b.await.unwrap().unwrap().applied(),
+                "in once the database takes it"
+            );
+        }
     }
 }
