@@ -6,8 +6,9 @@
 //!   [`JobBook`]) are withdrawn (see [`launch`](super::launch));
 //! - **rows cancelled elsewhere**: a row claimed ahead here and cancelled through another
 //!   instance is not in this waiting room's reach. Every such cancel bumps the counter in its
-//!   transaction; when it moved since the last instant, the status of the rows about to be
-//!   called is read, and those no longer PENDING are not called. An executor that cannot be
+//!   transaction; when it moved since the fires were recorded (since the last check whose
+//!   read came back before the earliest of them was planned), the status of the rows about
+//!   to be called is read, and those recorded PENDING and no longer so are not called. An executor that cannot be
 //!   asked to stop (no cancel endpoint) then never sees the call.
 //!
 //! The fires wait for the answer. While the database does not answer, no new edit or cancel
@@ -18,12 +19,15 @@
 //! stall, never stale. Rows called late are taken with a compare-and-set past the first half
 //! of their lease (see [`attempt`](super::attempt)), so compensation never calls them too.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use super::waiting::WaitingFire;
 use crate::backoff::Backoff;
+use crate::clock::Clock;
 use crate::jobs::{ExecutionStatus, JobBook, JobChange};
 use crate::store::{FireStore, JobStore, StoreError};
 
@@ -44,10 +48,15 @@ pub struct Found {
     pub gone_rows: HashSet<String>,
 }
 
-/// The cancel counter as of the last instant checked (`None` before the first).
-#[derive(Default)]
+/// How long the cancel counters read at past checks are kept: longer than a fire waits
+/// between its recording and its instant.
+const SEEN_KEPT: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+/// The cancel counter as read by past checks, with when each read had come back (on the
+/// clock the fires' rows are planned on).
 pub struct InstantCheck {
-    cancels_seen: Mutex<Option<i64>>,
+    clock: Clock,
+    cancels_seen: Mutex<VecDeque<(DateTime<Utc>, i64)>>,
 }
 
 impl Found {
@@ -60,6 +69,13 @@ impl Found {
 }
 
 impl InstantCheck {
+    pub fn new(clock: Clock) -> Self {
+        Self {
+            clock,
+            cancels_seen: Mutex::default(),
+        }
+    }
+
     /// Checks `due` against the database (see the module documentation); waits until it
     /// answers.
     pub async fn check<S>(&self, store: &S, book: &JobBook, due: &[WaitingFire]) -> Found
@@ -112,8 +128,14 @@ impl InstantCheck {
                 .filter(|c| due.contains(c.name.as_str()))
                 .collect();
         }
-        let seen = *self.cancels_seen.lock().expect("cancels lock");
-        if seen != Some(counters.cancels) {
+        let read_at = self.clock.now();
+        let recorded = due
+            .iter()
+            .flat_map(|f| f.rows.iter().flatten())
+            .map(|r| r.trigger_time)
+            .min();
+        let before = self.counter_before(recorded);
+        if before != Some(counters.cancels) {
             // Rows recorded PENDING only: a fire that found no executor was recorded FAILED,
             // which is no cancel (taken for one, it was left out of its fire's withdrawal,
             // and the fire recorded twice).
@@ -129,7 +151,29 @@ impl InstantCheck {
                 .into_iter()
                 .collect();
         }
-        *self.cancels_seen.lock().expect("cancels lock") = Some(counters.cancels);
+        let mut seen = self.cancels_seen.lock().expect("cancels lock");
+        seen.push_back((read_at, counters.cancels));
+        while seen.len() > 1
+            && seen
+                .front()
+                .is_some_and(|(at, _)| *at < read_at - SEEN_KEPT)
+        {
+            seen.pop_front();
+        }
         Ok(found)
+    }
+
+    /// The cancel counter as read by the last check whose read came back before `recorded`
+    /// (when the earliest of the fires was planned): a cancel of one of their rows came
+    /// after their recording, so after that read, and moved the counter since. Comparing with
+    /// the previous check alone missed a cancel made between a fire's recording and the
+    /// check of an earlier instant (campaign seed 35). `None` when no such read is known.
+    fn counter_before(&self, recorded: Option<DateTime<Utc>>) -> Option<i64> {
+        let recorded = recorded?;
+        let seen = self.cancels_seen.lock().expect("cancels lock");
+        seen.iter()
+            .rev()
+            .find(|(at, _)| *at <= recorded)
+            .map(|(_, counter)| *counter)
     }
 }

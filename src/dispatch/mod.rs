@@ -63,6 +63,7 @@ pub use withdraw::Owed;
 
 use admission::Admission;
 use client::ExecutorClient;
+use instant::InstantCheck;
 use record::{FIRE_BATCH, Recorder};
 use tasks::Tasks;
 use verdict::Outcomes;
@@ -167,7 +168,7 @@ impl Dispatcher {
             tasks: tasks.clone(),
             withdraw: withdraw.clone(),
             reload: parts.reload,
-            instant: Default::default(),
+            instant: InstantCheck::new(clock),
         });
         tasks.spawn(launcher.clone().run(children_rx));
         let recorder = Arc::new(Recorder {

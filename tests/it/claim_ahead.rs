@@ -29,6 +29,7 @@ backend_tests!(
     an_edit_through_another_instance_is_honoured_at_the_instant,
     a_cancel_through_another_instance_keeps_the_handler_from_running,
     a_cancel_through_another_instance_reaches_even_a_bare_executor,
+    a_cancel_before_an_earlier_instant_is_still_seen_at_its_fires_own,
 );
 
 /// Every overlap policy: a guarded fire is claimed and withdrawn like any other.
@@ -559,6 +560,44 @@ async fn a_cancel_through_another_instance_reaches_even_a_bare_executor(backend:
         recorder.calls().is_empty(),
         "never called: {:?}",
         recorder.calls()
+    );
+}
+
+/// The claimer checks the cancel counter at every instant it calls fires. A cancel made after
+/// a fire was recorded, but before the check of an earlier instant (of another job), is seen
+/// at that earlier check; the fire's own instant must still read its rows, not take the
+/// counter as unmoved since (campaign seed 35: a bare executor was called for a row
+/// cancelled 1 s before its instant).
+async fn a_cancel_before_an_earlier_instant_is_still_seen_at_its_fires_own(backend: Backend) {
+    let recorder = Recorder::start().await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = recorder.addr.clone();
+    let claimer = TestApp::spawn_with(db.clone(), move |s| {
+        s.executors.static_ = static_executors("billing", &[addr]);
+        s.scheduler.claim_ahead_millis = WINDOW_MILLIS;
+    })
+    .await;
+    let other = TestApp::spawn_with(db, |s| {
+        s.scheduler.claim_ahead_millis = 0;
+    })
+    .await;
+    let (at, claimed) =
+        claimed_fire(&claimer, "cancelled-late", "ALLOW", Duration::from_secs(7)).await;
+    let (earlier, _) =
+        claimed_fire(&claimer, "called-earlier", "ALLOW", Duration::from_secs(4)).await;
+    assert!(earlier < at, "{earlier} before {at}");
+    let trace = claimed["traceId"].as_str().unwrap();
+    cancel(&other, trace).await;
+    past(at).await;
+    let called: Vec<String> = recorder
+        .calls()
+        .iter()
+        .map(|c| c.header("x-job-name").to_string())
+        .collect();
+    assert_eq!(
+        called,
+        ["called-earlier"],
+        "the cancelled fire is never called"
     );
 }
 
