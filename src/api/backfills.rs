@@ -32,8 +32,11 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BackfillRequest {
     /// RFC 3339: the first instant that may run (included).
+    #[schema(format = DateTime, example = "2026-12-01T00:00:00+08:00")]
     pub from: String,
-    /// RFC 3339, not in the future: instants before it run (excluded).
+    /// RFC 3339, not in the future, after `from`: instants before it run (excluded). The
+    /// interval must hold at least one instant of the job's schedule and at most 10,000.
+    #[schema(format = DateTime, example = "2026-12-01T08:00:00+08:00")]
     pub to: String,
     /// The client's key, 1-64 of `[A-Za-z0-9._:-]`: the same key again answers the backfill
     /// started with it and starts nothing. Generated when absent.
