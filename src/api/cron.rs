@@ -27,10 +27,12 @@ pub struct PreviewParams {
     schedule_type: Option<String>,
     /// Cron expression (Quartz 6/7 fields or Unix 5 fields); required for `CRON`.
     cron: Option<String>,
-    /// `FIXED_RATE`: seconds between instants.
+    /// `FIXED_RATE`: seconds between instants; `FIXED_DELAY`: seconds from a fire's end to
+    /// the next (only the first instant is known ahead).
     #[param(minimum = 1, maximum = 31622400)]
     interval_seconds: Option<i64>,
-    /// `FIXED_RATE`: the first instant (default now); `ONCE`: the instant. RFC 3339.
+    /// `FIXED_RATE`, `FIXED_DELAY`: the first instant (default now); `ONCE`: the instant.
+    /// RFC 3339.
     #[param(value_type = Option<String>, format = DateTime)]
     start_at: Option<String>,
     /// IANA time zone; default `scheduler.timezone`.
@@ -77,6 +79,7 @@ async fn preview(
         timing: &timing,
         tz: tz.tz(),
         calendar: calendar.map(|c| c.as_ref()),
+        restart: None,
     };
     Ok(axum::Json(NextFireTimes::compute(
         schedule,

@@ -44,9 +44,11 @@ pub struct JobView {
     pub schedule_type: ScheduleType,
     /// `CRON` jobs' expression; null for the other types.
     pub cron: Option<String>,
-    /// `FIXED_RATE` jobs' seconds between instants; null for the other types.
+    /// `FIXED_RATE` jobs' seconds between instants, `FIXED_DELAY` jobs' seconds from the end
+    /// of a fire to the next; null for the other types.
     pub interval_seconds: Option<u32>,
-    /// `FIXED_RATE` jobs' first instant, `ONCE` jobs' instant; null for the other types.
+    /// `FIXED_RATE` and `FIXED_DELAY` jobs' first instant, `ONCE` jobs' instant; null for
+    /// the other types.
     pub start_at: Option<DateTime<Utc>>,
     pub timezone: String,
     pub enabled: bool,
@@ -266,20 +268,46 @@ async fn summaries(
         .map(|e| (e.job_name.clone(), e))
         .collect();
     let now = state.clock.now();
-    Ok(jobs
-        .iter()
-        .map(|j| {
-            let next = j
-                .spec
-                .enabled
-                .then(|| j.spec.schedule(&state.calendars).upcoming(now, 1));
-            let summary = JobSummary {
-                next_fire_time: next.and_then(|times| times.first().copied()),
-                last_execution: last.remove(j.name().as_str()),
-            };
-            (j.name().to_string(), summary)
-        })
-        .collect())
+    let mut out = HashMap::with_capacity(jobs.len());
+    for j in jobs {
+        let next = match j.spec.enabled {
+            true => upcoming(state, j, now, 1).await?,
+            false => Vec::new(),
+        };
+        let summary = JobSummary {
+            next_fire_time: next.first().copied(),
+            last_execution: last.remove(j.name().as_str()),
+        };
+        out.insert(j.name().to_string(), summary);
+    }
+    Ok(out)
+}
+
+/// Up to `count` of `job`'s next instants after `now`. A `FIXED_DELAY` job's depend on when
+/// its fires end: while its last fire runs there is none yet; once it ended, only the next
+/// one is known (the end plus the interval, or later when it passed unfired).
+async fn upcoming(
+    state: &AppState,
+    job: &JobDefinition,
+    now: DateTime<Utc>,
+    count: usize,
+) -> Result<Vec<DateTime<Utc>>, ApiError> {
+    let schedule = job.spec.schedule(&state.calendars);
+    if !job.spec.timing.waits_for_the_previous_fire() {
+        return Ok(schedule.upcoming(now, count));
+    }
+    let name = job.name().as_str();
+    let Some(last) = state.store.last_fire_time(name).await? else {
+        return Ok(schedule.upcoming(now, count.min(1)));
+    };
+    let ended = state.store.fire_ends(&[(name.to_string(), last)]).await?;
+    let Some(end) = ended.first() else {
+        return Ok(Vec::new());
+    };
+    let restart = job.spec.timing.after_fire_ended(end.end.unwrap_or(last));
+    Ok(restart
+        .map(|at| schedule.restarted(at).upcoming(now, count.min(1)))
+        .unwrap_or_default())
 }
 
 /// Get one job.
@@ -568,6 +596,17 @@ impl NextFireTimes {
         count: Option<u32>,
         now: DateTime<Utc>,
     ) -> Result<Self, ApiError> {
+        let mut count = Self::count(count)?;
+        if schedule.timing.waits_for_the_previous_fire() {
+            // Only the first: each later one follows the end of the fire before it.
+            count = 1;
+        }
+        let times = schedule.upcoming(now, count);
+        Ok(Self::of(schedule, tz, times))
+    }
+
+    /// The `count` asked for (default 10), checked.
+    pub fn count(count: Option<u32>) -> Result<usize, ApiError> {
         let count = count.unwrap_or(10);
         if !(1..=MAX_FIRE_TIMES).contains(&count) {
             return Err(ApiError::field(
@@ -575,8 +614,16 @@ impl NextFireTimes {
                 format!("must be between 1 and {MAX_FIRE_TIMES}"),
             ));
         }
-        let times = schedule.upcoming(now, count as usize);
-        Ok(Self {
+        Ok(count as usize)
+    }
+
+    /// `times`, `schedule`'s instants, as the answer shows them.
+    pub fn of(
+        schedule: crate::jobs::Schedule<'_>,
+        tz: crate::jobs::TimeZoneName,
+        times: Vec<DateTime<Utc>>,
+    ) -> Self {
+        Self {
             schedule_type: schedule.timing.schedule_type(),
             cron: schedule.timing.cron().map(|c| c.as_str().to_string()),
             timezone: tz.name().to_string(),
@@ -585,7 +632,7 @@ impl NextFireTimes {
                 .map(|t| t.with_timezone(&tz.tz()).to_rfc3339())
                 .collect(),
             fire_times: times,
-        })
+        }
     }
 }
 
@@ -608,12 +655,14 @@ async fn next_fire_times(
         .get_job(&name)
         .await?
         .ok_or_else(|| ApiError::job_not_found(&name))?;
-    Ok(axum::Json(NextFireTimes::compute(
+    let now = state.clock.now();
+    let count = NextFireTimes::count(p.count)?;
+    let times = upcoming(&state, &job, now, count).await?;
+    Ok(axum::Json(NextFireTimes::of(
         job.spec.schedule(&state.calendars),
         job.spec.timezone,
-        p.count,
-        state.clock.now(),
-    )?))
+        times,
+    )))
 }
 
 #[cfg(test)]

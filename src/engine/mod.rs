@@ -234,6 +234,7 @@ impl Engine {
                 return false;
             }
         };
+        self.delays_ended(schedule, due).await;
         // A job's instants owed at once (a burst of its fires withdrawn) are owed from the
         // earliest: the rules below take every instant after it.
         let mut earliest: HashMap<String, DateTime<Utc>> = HashMap::new();
@@ -262,6 +263,32 @@ impl Engine {
             }
         }
         full
+    }
+
+    /// Asks the database whether the fires `FIXED_DELAY` jobs wait for have ended, and
+    /// schedules those jobs' next instants from the ends. Asked at every refresh, whoever
+    /// settled the fire (this instance, compensation, an operator's cancel through another
+    /// instance): the end is the rows', so every instance derives the same next instant. A
+    /// refresh is at most a second apart by default and the next instant at least a second
+    /// after the end, so it is scheduled before it is due.
+    async fn delays_ended(&self, schedule: &mut FireSchedule, due: &mut VecDeque<DueFire>) {
+        let waiting = schedule.waiting();
+        if waiting.is_empty() {
+            return;
+        }
+        match self.store.fire_ends(&waiting).await {
+            Ok(ends) => {
+                for end in ends {
+                    let now = self.clock.now();
+                    let step =
+                        schedule.fire_ended(&end.job, end.fire_time, end.end, now, self.rules);
+                    self.accept(step, due);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read whether fixed-delay fires ended; asking again at the next refresh");
+            }
+        }
     }
 
     /// Hands due fires to the dispatcher, owed ones (gains, catch-ups) first, as far as the
@@ -396,7 +423,9 @@ impl Engine {
         }
         let now = self.clock.now();
         let gains = gaining(schedule, &owned, &self.calendars, now);
-        let last_fired = self.last_fires(&gains, now).await;
+        let mut last_fired = self.last_fires(&gains, now).await;
+        self.last_delay_fires(schedule, &owned, &mut last_fired)
+            .await;
         let step = schedule.apply(owned, &not_owned, now, self.rules, &last_fired);
         if step.gained > 0 || step.lost > 0 {
             tracing::debug!(
@@ -434,6 +463,37 @@ impl Engine {
             }
         }
         last
+    }
+
+    /// Adds the last recorded fire of each `FIXED_DELAY` job among `owned` being gained that
+    /// `last` lacks (it only holds recent fires): such a job waits for that fire to end, and
+    /// its next instant derives from the end, however long ago.
+    async fn last_delay_fires(
+        &self,
+        schedule: &FireSchedule,
+        owned: &[Arc<JobDefinition>],
+        last: &mut HashMap<String, DateTime<Utc>>,
+    ) {
+        let gained: Vec<&Arc<JobDefinition>> = owned
+            .iter()
+            .filter(|j| {
+                j.spec.timing.waits_for_the_previous_fire()
+                    && !schedule.contains(j.name().as_str())
+                    && !last.contains_key(j.name().as_str())
+            })
+            .collect();
+        for job in gained {
+            let name = job.name().as_str();
+            match self.store.last_fire_time(name).await {
+                Ok(Some(t)) => {
+                    last.insert(name.to_string(), t);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, job_name = %name, "cannot read the last fire of a fixed-delay job");
+                }
+            }
+        }
     }
 
     /// The last fire of every job fired within the misfire threshold.
@@ -491,11 +551,13 @@ impl Engine {
         let now = self.clock.now();
         // Only jobs being gained need to know what the previous owner fired.
         let gaining = owned.iter().any(|j| !schedule.contains(j.name().as_str()));
-        let last_fired = if gaining {
+        let mut last_fired = if gaining {
             self.recent_fires(now).await
         } else {
             HashMap::new()
         };
+        self.last_delay_fires(schedule, &owned, &mut last_fired)
+            .await;
         let step = schedule.sync(owned, now, self.rules, &last_fired);
         if step.gained > 0 || step.lost > 0 || ring != self.cluster.ring() {
             tracing::info!(

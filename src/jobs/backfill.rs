@@ -151,6 +151,7 @@ mod tests {
             timing,
             tz: chrono_tz::UTC,
             calendar: None,
+            restart: None,
         }
     }
 

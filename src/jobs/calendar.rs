@@ -20,6 +20,7 @@ use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use super::Timing;
+use super::timing::{rate_latest_at_or_before, rate_next_after};
 
 /// A calendar of excluded dates in a time zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,14 +95,43 @@ pub struct Schedule<'a> {
     pub timing: &'a Timing,
     pub tz: Tz,
     pub calendar: Option<&'a Calendar>,
+    /// For a `FIXED_DELAY` job whose previous fire has ended: where its instants start again
+    /// (see [`Timing::after_fire_ended`]); ignored by the other types.
+    pub restart: Option<DateTime<Utc>>,
 }
 
 impl Schedule<'_> {
+    /// The same schedule, a `FIXED_DELAY` job's instants starting again at `at`.
+    pub fn restarted(self, at: DateTime<Utc>) -> Self {
+        Self {
+            restart: Some(at),
+            ..self
+        }
+    }
+
+    fn timing_next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match (self.timing, self.restart) {
+            (Timing::FixedDelay { interval, start }, Some(at)) => {
+                rate_next_after(*interval, at.max(*start), after)
+            }
+            (timing, _) => timing.next_after(after, self.tz),
+        }
+    }
+
+    fn timing_latest_at_or_before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match (self.timing, self.restart) {
+            (Timing::FixedDelay { interval, start }, Some(from)) => {
+                rate_latest_at_or_before(*interval, from.max(*start), at)
+            }
+            (timing, _) => timing.latest_at_or_before(at, self.tz),
+        }
+    }
+
     /// The first allowed instant strictly after `after`.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let mut cursor = after;
         loop {
-            let t = self.timing.next_after(cursor, self.tz)?;
+            let t = self.timing_next_after(cursor)?;
             match self.calendar.and_then(|c| c.excluded_run(t)) {
                 None => return Some(t),
                 // On to the first instant after the excluded run.
@@ -114,7 +144,7 @@ impl Schedule<'_> {
     pub fn latest_at_or_before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let mut cursor = at;
         loop {
-            let t = self.timing.latest_at_or_before(cursor, self.tz)?;
+            let t = self.timing_latest_at_or_before(cursor)?;
             match self.calendar.and_then(|c| c.excluded_run(t)) {
                 None => return Some(t),
                 Some((start, _)) => cursor = start - Duration::seconds(1),
@@ -197,6 +227,7 @@ mod tests {
             timing: &cron,
             tz: Tz::UTC,
             calendar: Some(&c),
+            restart: None,
         };
         assert_eq!(
             s.upcoming(utc("2026-09-29T12:00:00Z"), 3),
@@ -238,6 +269,7 @@ mod tests {
             timing: &every_7h,
             tz: Tz::UTC,
             calendar: Some(&c),
+            restart: None,
         };
         // 09-30 21:00, then 10-01 04:00, 11:00, 18:00 are excluded; 10-02 01:00 is next.
         assert_eq!(
@@ -258,6 +290,7 @@ mod tests {
             timing: &timing,
             tz: Tz::UTC,
             calendar: None,
+            restart: None,
         };
         assert_eq!(
             s.next_after(utc("2026-10-01T00:00:00Z")),

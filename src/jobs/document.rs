@@ -40,7 +40,7 @@ pub struct DocumentJob {
     /// changed since the last applied document is left alone, so an operator's enable or
     /// disable of that job holds until the entry itself changes.
     pub fingerprint: String,
-    /// A `FIXED_RATE` entry without `startAt`: its instants start at the job's creation,
+    /// A `FIXED_RATE` or `FIXED_DELAY` entry without `startAt`: its instants start at the job's creation,
     /// which for a job that exists already is its row's, not this document's.
     pub starts_at_creation: bool,
 }

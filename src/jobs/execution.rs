@@ -96,9 +96,14 @@ pub fn execution_id(
     shard_end: u32,
 ) -> String {
     format!(
-        "{job}:{}:{shard_start}-{shard_end}",
-        fire_time.format("%Y%m%d%H%M%S")
+        "{}:{shard_start}-{shard_end}",
+        scheduled_fire_key(job, fire_time)
     )
+}
+
+/// The [`fire_key`] of `job`'s scheduled fire at `fire_time`: `{job}:{yyyyMMddHHmmss}`.
+pub fn scheduled_fire_key(job: &str, fire_time: DateTime<Utc>) -> String {
+    format!("{job}:{}", fire_time.format("%Y%m%d%H%M%S"))
 }
 
 /// Every execution id is built here, so their formats cannot drift apart. Each is

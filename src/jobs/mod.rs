@@ -34,7 +34,8 @@ pub use document::{
 pub use execution::{
     Execution, ExecutionStatus, NewExecution, TriggerType, backfill_fire_id,
     broadcast_execution_id, child_execution_id, child_fire_id, execution_id, fire_key,
-    first_attempt_id, new_trace_id, rerun_execution_id, retry_execution_id, triggered_execution_id,
+    first_attempt_id, new_trace_id, rerun_execution_id, retry_execution_id, scheduled_fire_key,
+    triggered_execution_id,
 };
 pub use name::{JobName, PathSegment, percent_encoded};
 pub use policies::{
@@ -225,7 +226,7 @@ pub struct JobRequest {
 }
 
 impl JobRequest {
-    /// This request with a `FIXED_RATE` job's omitted `startAt` set to `created` (the job's
+    /// This request with a `FIXED_RATE` or `FIXED_DELAY` job's omitted `startAt` set to `created` (the job's
     /// creation): replacing a job keeps its grid of instants unless told otherwise.
     pub fn starting_at_creation(mut self, created: DateTime<Utc>) -> Self {
         if self.starts_at_creation() {
@@ -234,9 +235,13 @@ impl JobRequest {
         self
     }
 
-    /// A `FIXED_RATE` job without `startAt`: its instants start at the job's creation.
+    /// A `FIXED_RATE` or `FIXED_DELAY` job without `startAt`: its instants start at the
+    /// job's creation.
     pub fn starts_at_creation(&self) -> bool {
-        self.schedule_type.as_deref() == Some(ScheduleType::FixedRate.as_str())
+        let kind = self.schedule_type.as_deref();
+        [ScheduleType::FixedRate, ScheduleType::FixedDelay]
+            .iter()
+            .any(|t| kind == Some(t.as_str()))
             && self.start_at.is_none()
     }
 }
@@ -362,6 +367,7 @@ impl JobSpec {
                 .as_ref()
                 .and_then(|c| calendars.get(c.as_str()))
                 .map(|c| c.as_ref()),
+            restart: None,
         }
     }
 

@@ -4,11 +4,18 @@
 //! - `CRON`: the cron expression's instants in the job's time zone;
 //! - `FIXED_RATE`: `startAt + k × intervalSeconds` for every k ≥ 0, whatever the previous fire
 //!   did; `startAt` is a whole second;
+//! - `FIXED_DELAY`: `intervalSeconds` after the previous fire's last range ended, rounded up
+//!   to the whole second: the first instant is `startAt` (or the first `startAt + k ×
+//!   intervalSeconds` still ahead), and once a fire ends its instants start again from its
+//!   end plus the interval ([`Schedule::restarted`](super::Schedule)). Until then they are
+//!   `FIXED_RATE`'s, so a job whose instant passed without a fire (disabled, no instance up)
+//!   goes on at its next one; the engine fires one at a time and waits for its end;
 //! - `ONCE`: `startAt`, and nothing after it;
 //! - `NONE`: no instant; the job runs only when triggered, as a child, or by a backfill.
 //!
-//! Every type's instants are a function of the definition alone, so any instance that owns the
-//! job computes the same instants and the same execution ids: the exactly-once rules that hold
+//! Every type's instants are a function of the definition alone (and, for `FIXED_DELAY`, of
+//! the previous fire's end as the database records it), so any instance that owns the job
+//! computes the same instants and the same execution ids: the exactly-once rules that hold
 //! for cron fires hold for every type. The misfire rules need two questions answered, the first
 //! instant after a moment and the latest at or before one, and every type answers both.
 
@@ -44,6 +51,8 @@ pub enum ScheduleType {
     Cron,
     /// Every `intervalSeconds` from `startAt`.
     FixedRate,
+    /// `intervalSeconds` after the previous fire's last range ended.
+    FixedDelay,
     /// Once, at `startAt`.
     Once,
     /// Never by itself: by trigger, as a child job, or by a backfill.
@@ -56,7 +65,7 @@ impl ScheduleType {
     }
 }
 
-/// The longest interval of a `FIXED_RATE` job: a leap year, in seconds.
+/// The longest interval of a `FIXED_RATE` or `FIXED_DELAY` job: a leap year, in seconds.
 pub const MAX_INTERVAL_SECONDS: i64 = 366 * 86_400;
 
 /// A job's schedule type with the values that type needs.
@@ -69,6 +78,11 @@ pub enum Timing {
         /// The first instant, a whole second.
         start: DateTime<Utc>,
     },
+    /// Like `FixedRate` until a fire ends; then from its end plus the interval.
+    FixedDelay {
+        interval: u32,
+        start: DateTime<Utc>,
+    },
     Once(DateTime<Utc>),
     None,
 }
@@ -78,6 +92,7 @@ impl Timing {
         match self {
             Self::Cron(_) => ScheduleType::Cron,
             Self::FixedRate { .. } => ScheduleType::FixedRate,
+            Self::FixedDelay { .. } => ScheduleType::FixedDelay,
             Self::Once(_) => ScheduleType::Once,
             Self::None => ScheduleType::None,
         }
@@ -91,33 +106,50 @@ impl Timing {
         }
     }
 
-    /// The interval of a `FIXED_RATE` job, in seconds.
+    /// The interval of a `FIXED_RATE` or `FIXED_DELAY` job, in seconds.
     pub fn interval_seconds(&self) -> Option<u32> {
         match self {
-            Self::FixedRate { interval, .. } => Some(*interval),
+            Self::FixedRate { interval, .. } | Self::FixedDelay { interval, .. } => Some(*interval),
             _ => None,
         }
     }
 
-    /// The first instant of a `FIXED_RATE` job, the instant of a `ONCE` job.
+    /// The first instant of a `FIXED_RATE` or `FIXED_DELAY` job, the instant of a `ONCE` job.
     pub fn start_at(&self) -> Option<DateTime<Utc>> {
         match self {
-            Self::FixedRate { start, .. } | Self::Once(start) => Some(*start),
+            Self::FixedRate { start, .. } | Self::FixedDelay { start, .. } | Self::Once(start) => {
+                Some(*start)
+            }
             _ => None,
         }
+    }
+
+    /// Whether fires wait for the previous one to end (`FIXED_DELAY`).
+    pub fn waits_for_the_previous_fire(&self) -> bool {
+        matches!(self, Self::FixedDelay { .. })
+    }
+
+    /// Where a `FIXED_DELAY` job's instants start again after a fire that ended at `end`:
+    /// the end rounded up to the whole second, plus the interval (`None` for other types).
+    pub fn after_fire_ended(&self, end: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let Self::FixedDelay { interval, .. } = self else {
+            return None;
+        };
+        let whole = whole_second(end);
+        let up = if whole < end {
+            whole + Duration::seconds(1)
+        } else {
+            whole
+        };
+        up.checked_add_signed(Duration::seconds(i64::from(*interval)))
     }
 
     /// The first instant strictly after `after` (`tz` is the cron's time zone).
     pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
         match self {
             Self::Cron(cron) => cron.next_after(after, tz),
-            Self::FixedRate { interval, start } => {
-                let step = i64::from(*interval) * 1000;
-                let k = match (after - *start).num_milliseconds() {
-                    ms if ms < 0 => 0,
-                    ms => ms / step + 1,
-                };
-                start.checked_add_signed(Duration::milliseconds(k.checked_mul(step)?))
+            Self::FixedRate { interval, start } | Self::FixedDelay { interval, start } => {
+                rate_next_after(*interval, *start, after)
             }
             Self::Once(at) => (*at > after).then_some(*at),
             Self::None => None,
@@ -128,15 +160,38 @@ impl Timing {
     pub fn latest_at_or_before(&self, at: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
         match self {
             Self::Cron(cron) => cron.latest_at_or_before(at, tz),
-            Self::FixedRate { interval, start } => {
-                let step = i64::from(*interval) * 1000;
-                let ms = (at - *start).num_milliseconds();
-                (ms >= 0).then(|| *start + Duration::milliseconds(ms / step * step))
+            Self::FixedRate { interval, start } | Self::FixedDelay { interval, start } => {
+                rate_latest_at_or_before(*interval, *start, at)
             }
             Self::Once(t) => (*t <= at).then_some(*t),
             Self::None => None,
         }
     }
+}
+
+/// The first of `start + k × interval` (k ≥ 0) strictly after `after`.
+pub fn rate_next_after(
+    interval: u32,
+    start: DateTime<Utc>,
+    after: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let step = i64::from(interval) * 1000;
+    let k = match (after - start).num_milliseconds() {
+        ms if ms < 0 => 0,
+        ms => ms / step + 1,
+    };
+    start.checked_add_signed(Duration::milliseconds(k.checked_mul(step)?))
+}
+
+/// The latest of `start + k × interval` (k ≥ 0) at or before `at`.
+pub fn rate_latest_at_or_before(
+    interval: u32,
+    start: DateTime<Utc>,
+    at: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let step = i64::from(interval) * 1000;
+    let ms = (at - start).num_milliseconds();
+    (ms >= 0).then(|| start + Duration::milliseconds(ms / step * step))
 }
 
 /// The schedule fields of a job request, as given.
@@ -172,7 +227,10 @@ impl Timing {
             matches!(
                 (kind, field),
                 (ScheduleType::Cron, "cron")
-                    | (ScheduleType::FixedRate, "intervalSeconds" | "startAt")
+                    | (
+                        ScheduleType::FixedRate | ScheduleType::FixedDelay,
+                        "intervalSeconds" | "startAt"
+                    )
                     | (ScheduleType::Once, "startAt")
             )
         };
@@ -198,7 +256,7 @@ impl Timing {
                 }
                 Some(Ok(c)) => Ok(Self::Cron(c)),
             },
-            ScheduleType::FixedRate => {
+            ScheduleType::FixedRate | ScheduleType::FixedDelay => {
                 let interval = match given.interval_seconds {
                     None => Err(("intervalSeconds", required)),
                     Some(i) if (1..=MAX_INTERVAL_SECONDS).contains(&i) => Ok(i as u32),
@@ -212,7 +270,10 @@ impl Timing {
                     .map_or(Ok(whole_second(now)), start_at)
                     .map_err(|m| ("startAt", m));
                 match (interval, start) {
-                    (Ok(interval), Ok(start)) => Ok(Self::FixedRate { interval, start }),
+                    (Ok(interval), Ok(start)) if kind == ScheduleType::FixedRate => {
+                        Ok(Self::FixedRate { interval, start })
+                    }
+                    (Ok(interval), Ok(start)) => Ok(Self::FixedDelay { interval, start }),
                     (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
                     (Err(e), Err(also)) => {
                         errors.push(FieldError::new(also.0, also.1));

@@ -5,7 +5,7 @@
 //! parsed as the server parses it and shown as the API shows a job, and both are cut to the
 //! fields a body has. Fields the entry leaves out take their defaults, except those the
 //! server would not reset from a file's silence: the time zone (the server's default is not
-//! known here), a `FIXED_RATE` job's first instant (its creation), the shard count (a `PUT`
+//! known here), a `FIXED_RATE` or `FIXED_DELAY` job's first instant (its creation), the shard count (a `PUT`
 //! keeps it) and whether the job is enabled (an operator's pause holds). Those are taken from
 //! the job as it is, and sent with the entry, so what is applied is what was compared.
 
@@ -56,7 +56,8 @@ pub fn completed(entry: &Value, current: &Value) -> Value {
         if body.contains_key(key) || current[key].is_null() {
             continue;
         }
-        if key == "startAt" && !(same_type && current["scheduleType"] == "FIXED_RATE") {
+        let fixed = ["FIXED_RATE", "FIXED_DELAY"].map(Value::from);
+        if key == "startAt" && !(same_type && fixed.contains(&current["scheduleType"])) {
             continue;
         }
         body.insert(key.to_string(), current[key].clone());

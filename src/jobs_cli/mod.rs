@@ -281,6 +281,7 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
 fn schedule(job: &Value) -> String {
     match job["scheduleType"].as_str().unwrap_or("CRON") {
         "FIXED_RATE" => format!("every {}s", text(&job["intervalSeconds"])),
+        "FIXED_DELAY" => format!("{}s after each end", text(&job["intervalSeconds"])),
         "ONCE" => format!("once at {}", text(&job["startAt"])),
         "NONE" => "on demand".to_string(),
         _ => format!("cron {}", text(&job["cron"])),

@@ -141,16 +141,18 @@ fn timing(row: &Row) -> Result<Timing, (&'static str, String)> {
                 .ok_or(("cron", "is NULL for CRON".to_string()))?;
             Timing::Cron(CronSchedule::parse(&text).map_err(|m| ("cron", m))?)
         }
-        ScheduleType::FixedRate => {
+        ScheduleType::FixedRate | ScheduleType::FixedDelay => {
             let interval: Option<i32> = row
                 .get("interval_seconds")
                 .map_err(|e| read("interval_seconds", e))?;
             let interval = interval
                 .filter(|i| (1..=MAX_INTERVAL_SECONDS).contains(&i64::from(*i)))
                 .ok_or(("interval_seconds", format!("{interval:?} is out of range")))?;
-            Timing::FixedRate {
-                interval: interval as u32,
-                start: start()?,
+            let (interval, start) = (interval as u32, start()?);
+            if kind == ScheduleType::FixedRate {
+                Timing::FixedRate { interval, start }
+            } else {
+                Timing::FixedDelay { interval, start }
             }
         }
         ScheduleType::Once => Timing::Once(start()?),

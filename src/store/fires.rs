@@ -11,10 +11,43 @@ use super::executions::insert_executions;
 use super::sql::{Sql, Tx};
 use super::steps::{lock_jobs, withdraw_in};
 use super::{
-    Admitted, FireClaim, FireOutcome, FireRecord, FireStore, GuardedFire, InstantCounters,
+    Admitted, FireClaim, FireEnd, FireOutcome, FireRecord, FireStore, GuardedFire, InstantCounters,
     MULTI_ROW, SqlStore, StoreError, UniqueKey, Withdrawal, ms,
 };
-use crate::jobs::{NewExecution, OverlapPolicy};
+use crate::jobs::{ExecutionStatus, NewExecution, OverlapPolicy, fire_key, scheduled_fire_key};
+
+impl SqlStore {
+    /// Which of `fires` (job, instant) have their claim.
+    async fn claimed<'a>(
+        &self,
+        fires: &[&'a (String, DateTime<Utc>)],
+    ) -> Result<Vec<(&'a str, DateTime<Utc>)>, StoreError> {
+        if fires.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new("SELECT job_name, fire_time FROM job_fire WHERE ");
+        for (i, (job, at)) in fires.iter().enumerate() {
+            q.push(if i == 0 { "(" } else { " OR (" })
+                .push("job_name = ")
+                .bind(job.as_str())
+                .push(" AND fire_time = ")
+                .bind(ms(*at))
+                .push(")");
+        }
+        let found: Vec<(String, DateTime<Utc>)> = self
+            .db
+            .fetch_all(q)
+            .await?
+            .iter()
+            .map(|r| Ok((r.at(0)?, r.at(1)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok(fires
+            .iter()
+            .filter(|(job, at)| found.iter().any(|(j, t)| j == job && *t == ms(*at)))
+            .map(|(job, at)| (job.as_str(), *at))
+            .collect())
+    }
+}
 
 /// Fire claims deleted per statement when purging.
 const PURGE_CHUNK: i64 = 5000;
@@ -172,6 +205,69 @@ impl FireStore for SqlStore {
         }
         tx.commit().await?;
         Ok(withdrawn)
+    }
+
+    async fn fire_ends(
+        &self,
+        fires: &[(String, DateTime<Utc>)],
+    ) -> Result<Vec<FireEnd>, StoreError> {
+        let mut ended = Vec::new();
+        for chunk in fires.chunks(MULTI_ROW) {
+            // Each fire's rows are one range of the execution id index.
+            let keys: Vec<String> = chunk
+                .iter()
+                .map(|(job, at)| scheduled_fire_key(job, *at))
+                .collect();
+            let mut q =
+                Sql::new("SELECT execution_id, status, finish_time FROM job_execution WHERE ");
+            for (i, key) in keys.iter().enumerate() {
+                q.push(if i == 0 { "(" } else { " OR (" })
+                    .push("execution_id >= ")
+                    .bind(format!("{key}:"))
+                    .push(" AND execution_id < ")
+                    .bind(format!("{key};"))
+                    .push(")");
+            }
+            let mut rows: HashMap<&str, (bool, Option<DateTime<Utc>>)> = HashMap::new();
+            let read = self.db.fetch_all(q).await?;
+            for row in &read {
+                let id: String = row.at(0)?;
+                let status: String = row.at(1)?;
+                let finished: Option<DateTime<Utc>> = row.at(2)?;
+                let Some(key) = keys.iter().find(|k| fire_key(&id) == k.as_str()) else {
+                    continue;
+                };
+                let fire = rows.entry(key.as_str()).or_insert((true, None));
+                fire.0 &= status
+                    .parse::<ExecutionStatus>()
+                    .is_ok_and(ExecutionStatus::is_final);
+                fire.1 = fire.1.max(finished);
+            }
+            // A fire without rows has ended only if it was recorded (its claim and rows are
+            // written together): its rows were pruned. Without its claim either, it is not
+            // recorded yet, or withdrawn (and owed to the engine again).
+            let rowless: Vec<&(String, DateTime<Utc>)> = chunk
+                .iter()
+                .zip(&keys)
+                .filter(|(_, key)| !rows.contains_key(key.as_str()))
+                .map(|(fire, _)| fire)
+                .collect();
+            let claimed = self.claimed(&rowless).await?;
+            for ((job, at), key) in chunk.iter().zip(&keys) {
+                let end = match rows.get(key.as_str()) {
+                    Some((false, _)) => continue,
+                    Some((true, end)) => *end,
+                    None if claimed.contains(&(job.as_str(), *at)) => None,
+                    None => continue,
+                };
+                ended.push(FireEnd {
+                    job: job.clone(),
+                    fire_time: *at,
+                    end,
+                });
+            }
+        }
+        Ok(ended)
     }
 
     async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError> {

@@ -609,13 +609,13 @@ async fn write_entries(
     Ok(())
 }
 
-/// `spec`, a `FIXED_RATE` job's, with its first instant at the stored job's creation.
+/// `spec`, a `FIXED_RATE` or `FIXED_DELAY` job's, with its first instant at the stored job's creation.
 async fn starting_at_creation(tx: &mut Tx, spec: &JobSpec) -> Result<JobSpec, StoreError> {
     let mut q = Sql::new("SELECT created_at FROM job_definition WHERE name = ");
     q.bind(spec.name.as_str());
     let created: DateTime<Utc> = tx.fetch_all(q).await?[0].at(0)?;
     let mut spec = spec.clone();
-    if let Timing::FixedRate { start, .. } = &mut spec.timing {
+    if let Timing::FixedRate { start, .. } | Timing::FixedDelay { start, .. } = &mut spec.timing {
         *start = whole_second(created);
     }
     Ok(spec)

@@ -432,6 +432,14 @@ pub trait FireStore: Send + Sync {
     /// definition) or not at all. A fire one of whose rows is no longer PENDING and held by
     /// its instance (compensation took it over after its lease) stands: `false` for it.
     async fn withdraw_fires(&self, fires: &[Withdrawal]) -> Result<Vec<bool>, StoreError>;
+    /// Of the scheduled `fires` (job, instant), those that have ended, each with its end:
+    /// every row of the fire (its ranges, their retries and re-runs) is final, and the end
+    /// is the latest finish among them (`None` when the fire has no rows left: withdrawn,
+    /// pruned, or never recorded). What a `FIXED_DELAY` job waits for.
+    async fn fire_ends(
+        &self,
+        fires: &[(String, DateTime<Utc>)],
+    ) -> Result<Vec<FireEnd>, StoreError>;
     /// The most recent claimed fire of a job (misfire detection).
     async fn last_fire_time(&self, job: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// The most recent claimed fire of every job fired at or after `since`.
@@ -441,6 +449,14 @@ pub trait FireStore: Send + Sync {
     ) -> Result<HashMap<String, DateTime<Utc>>, StoreError>;
     /// Deletes the claims of instants before `before` (in chunks); the number deleted.
     async fn purge_fire_claims(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+}
+
+/// A scheduled fire that has ended (see [`FireStore::fire_ends`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FireEnd {
+    pub job: String,
+    pub fire_time: DateTime<Utc>,
+    pub end: Option<DateTime<Utc>>,
 }
 
 /// Execution rows: reads, compare-and-set transitions, sweeps.

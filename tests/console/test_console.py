@@ -181,6 +181,16 @@ def test_a_fixed_rate_job_made_in_the_form_then_turned_into_one_run_only_when_tr
 
     page.get_by_role("link", name="Edit").click()
     expect(page.get_by_label("Interval (seconds)")).to_have_value("90")
+    # A fixed delay: one instant ahead, the rest follow the ends of fires.
+    page.get_by_label("Schedule type").select_option("FIXED_DELAY")
+    expect(page.locator(".preview li")).to_have_count(1)
+    expect(page.locator(".preview")).to_contain_text("then 90 s after each fire ends")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("dl.definition")).to_contain_text("90 s after each fire ends")
+    status, job = server.call("GET", "/api/v1/jobs/every-90s")
+    assert (job["scheduleType"], job["intervalSeconds"]) == ("FIXED_DELAY", 90), job
+
+    page.get_by_role("link", name="Edit").click()
     page.get_by_label("Schedule type").select_option("NONE")
     expect(page.locator(".preview")).to_contain_text("only when triggered")
     page.get_by_role("button", name="Save").click()

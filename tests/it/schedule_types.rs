@@ -1,5 +1,5 @@
 //! Schedule types (job field `scheduleType`): `FIXED_RATE` fires every `intervalSeconds` from
-//! `startAt`, `ONCE` at `startAt` only, `NONE` only when triggered; each type takes exactly
+//! `startAt`, `FIXED_DELAY` `intervalSeconds` after the previous fire ended, `ONCE` at `startAt` only, `NONE` only when triggered; each type takes exactly
 //! its own fields; fires of every type have execution ids derived from their instant; a patch
 //! switches types; the previews answer for every type.
 
@@ -17,6 +17,7 @@ use crate::recorder::Recorder;
 
 backend_tests!(
     a_fixed_rate_job_fires_every_interval_from_its_start,
+    a_fixed_delay_job_fires_its_interval_after_each_fire_ends,
     a_once_job_fires_once_at_its_instant,
     a_none_job_fires_only_when_triggered,
     each_schedule_type_takes_exactly_its_own_fields,
@@ -106,6 +107,77 @@ async fn a_fixed_rate_job_fires_every_interval_from_its_start(backend: Backend) 
     assert!(rows.iter().all(|r| r["triggerType"] == "CRON"), "{rows:?}");
 }
 
+/// A handler that runs 2.5 s, a delay of 1 s: each fire's instant is the previous fire's
+/// finish, rounded up to the second, plus 1 s (never beside it, as a 1 s rate would be), and
+/// the preview shows the one next instant once a fire has ended.
+async fn a_fixed_delay_job_fires_its_interval_after_each_fire_ends(backend: Backend) {
+    let recorder = Recorder::slow_for("tick", Duration::from_millis(2500)).await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = recorder.addr.clone();
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("billing", &[addr]);
+    })
+    .await;
+    let start = Utc::now().trunc_subsecs(0) + chrono::Duration::seconds(2);
+    let job = app
+        .create_job(&body(
+            "after-each",
+            json!({"scheduleType": "FIXED_DELAY", "intervalSeconds": 1,
+                "startAt": rfc3339(start)}),
+        ))
+        .await;
+    assert_eq!(
+        (&job["scheduleType"], &job["intervalSeconds"]),
+        (&json!("FIXED_DELAY"), &json!(1))
+    );
+    let finished = |row: &Value| -> Option<DateTime<Utc>> {
+        row["finishTime"].as_str().map(|t| t.parse().unwrap())
+    };
+    let rows = eventually(
+        Duration::from_secs(30),
+        "three fixed-delay fires ended",
+        || async {
+            let mut rows = app.executions("after-each").await;
+            rows.retain(|r| finished(r).is_some());
+            (rows.len() >= 3).then_some(rows)
+        },
+    )
+    .await;
+    disable(&app, "after-each").await;
+    let mut rows = rows;
+    rows.sort_by_key(|r| r["executionId"].as_str().unwrap().to_string());
+    let instant = |row: &Value| {
+        let id = row["executionId"].as_str().unwrap();
+        let stamp = id
+            .strip_prefix("after-each:")
+            .and_then(|rest| rest.strip_suffix(":0-0"))
+            .unwrap_or_else(|| panic!("a scheduled fire's id, found {id}"));
+        chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%d%H%M%S")
+            .unwrap()
+            .and_utc()
+    };
+    assert_eq!(instant(&rows[0]), start, "{rows:?}");
+    for pair in rows.windows(2) {
+        let end = finished(&pair[0]).unwrap();
+        let up = end.trunc_subsecs(0)
+            + chrono::Duration::seconds(if end.trunc_subsecs(0) < end { 1 } else { 0 });
+        assert_eq!(
+            instant(&pair[1]),
+            up + chrono::Duration::seconds(1),
+            "the next fire follows the end of the last: {rows:?}"
+        );
+        assert!(pair[1]["status"] == "SUCCESS", "{rows:?}");
+    }
+    let calls = recorder.calls();
+    for pair in calls.windows(2) {
+        assert!(
+            pair[1].received_at - pair[0].received_at >= chrono::Duration::milliseconds(2500),
+            "one fire at a time: {:?}",
+            calls.iter().map(|c| c.received_at).collect::<Vec<_>>()
+        );
+    }
+}
+
 /// `ONCE` two seconds ahead: one call, for that instant; nothing after; the preview is
 /// then empty.
 async fn a_once_job_fires_once_at_its_instant(backend: Backend) {
@@ -191,6 +263,14 @@ async fn each_schedule_type_takes_exactly_its_own_fields(backend: Backend) {
         (
             json!({"scheduleType": "FIXED_RATE", "startAt": "2026-12-24 18:00"}),
             vec!["startAt", "intervalSeconds"],
+        ),
+        (
+            json!({"scheduleType": "FIXED_DELAY"}),
+            vec!["intervalSeconds"],
+        ),
+        (
+            json!({"scheduleType": "FIXED_DELAY", "intervalSeconds": 5, "cron": "0 * * * * ?"}),
+            vec!["cron"],
         ),
         (json!({"scheduleType": "ONCE"}), vec!["startAt"]),
         (
@@ -292,6 +372,15 @@ async fn previews_answer_for_every_schedule_type(backend: Backend) {
     assert_eq!(
         (&rate["scheduleType"], &rate["cron"]),
         (&json!("FIXED_RATE"), &Value::Null)
+    );
+    let (status, delay) = app
+        .get("/api/v1/cron/next-fire-times?scheduleType=FIXED_DELAY&intervalSeconds=90&startAt=2099-01-01T00%3A00%3A00Z&count=3")
+        .await;
+    assert_eq!(status, 200, "{delay}");
+    assert_eq!(
+        delay["fireTimes"],
+        json!(["2099-01-01T00:00:00Z"]),
+        "only the first: the others follow the ends of fires"
     );
     let (_, once) = app
         .get("/api/v1/cron/next-fire-times?scheduleType=ONCE&startAt=2099-01-01T08%3A00%3A00%2B08%3A00")

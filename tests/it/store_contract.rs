@@ -45,7 +45,8 @@ backend_tests!(
     a_fire_that_found_no_executor_is_withdrawn_whole,
     a_run_taken_while_a_cover_fire_is_admitted_is_waited_for,
     a_fire_judged_ahead_is_a_run_for_every_admission_after_it,
-    the_api_pool_answers_while_the_scheduling_pool_waits
+    the_api_pool_answers_while_the_scheduling_pool_waits,
+    a_fire_ends_when_its_last_row_is_final_at_that_rows_finish
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -1607,5 +1608,90 @@ async fn a_fire_that_found_no_executor_is_withdrawn_whole(backend: Backend) {
     assert_eq!(
         s.last_fire_time("j").await.unwrap(),
         Some(t0 + Duration::seconds(1))
+    );
+}
+
+/// What a `FIXED_DELAY` job waits for: a fire with a range still open has not ended; once
+/// every range (and retry) is final, its end is the latest finish; a recorded fire whose rows
+/// are gone ended (when, nobody knows); a fire never recorded has not.
+async fn a_fire_ends_when_its_last_row_is_final_at_that_rows_finish(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let at = Utc.with_ymd_and_hms(2024, 5, 1, 8, 0, 0).unwrap();
+    let claim = |t| FireClaim {
+        job_name: "delay".into(),
+        fire_time: t,
+        scheduler_instance: "127.0.0.1:8080".into(),
+        claimed_at: t,
+    };
+    let FireOutcome::Recorded(ranges) = s
+        .record_fire(
+            Some(&claim(at)),
+            &[row("delay", at, 0, 4), row("delay", at, 5, 9)],
+        )
+        .await
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    let fire = [("delay".to_string(), at)];
+    assert_eq!(s.fire_ends(&fire).await.unwrap(), []);
+    let finish = |secs| at + Duration::milliseconds(secs);
+    let end = |status, ms| Transition {
+        finish_time: Some(finish(ms)),
+        ..Transition::to(
+            &[ExecutionStatus::Pending, ExecutionStatus::Running],
+            status,
+        )
+    };
+    let first = end(ExecutionStatus::Failed, 4_250);
+    assert!(
+        s.transition(&ranges[1].trace_id, &first)
+            .await
+            .unwrap()
+            .applied()
+    );
+    assert_eq!(
+        s.fire_ends(&fire).await.unwrap(),
+        [],
+        "one range still open"
+    );
+    let second = end(ExecutionStatus::Success, 2_125);
+    assert!(
+        s.transition(&ranges[0].trace_id, &second)
+            .await
+            .unwrap()
+            .applied()
+    );
+    let ended = store::FireEnd {
+        job: "delay".into(),
+        fire_time: at,
+        end: Some(finish(4_250)),
+    };
+    assert_eq!(
+        s.fire_ends(&fire).await.unwrap(),
+        std::slice::from_ref(&ended)
+    );
+    // A recorded fire without rows, and one never recorded, asked with it.
+    let later = at + Duration::seconds(30);
+    let never = at + Duration::seconds(60);
+    assert!(matches!(
+        s.record_fire(Some(&claim(later)), &[]).await.unwrap(),
+        FireOutcome::Recorded(_)
+    ));
+    let asked = [
+        ("delay".to_string(), at),
+        ("delay".to_string(), later),
+        ("delay".to_string(), never),
+    ];
+    assert_eq!(
+        s.fire_ends(&asked).await.unwrap(),
+        [
+            ended,
+            store::FireEnd {
+                job: "delay".into(),
+                fire_time: later,
+                end: None,
+            }
+        ]
     );
 }

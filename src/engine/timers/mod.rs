@@ -17,6 +17,13 @@
 //!
 //! A job's instants are its cron's in its time zone, minus the excluded dates of the calendar
 //! it names ([`Schedule`]): an excluded instant is neither fired nor owed.
+//!
+//! A `FIXED_DELAY` job has one fire out at a time: once one is handed out it has no next
+//! instant until the engine learns from the database that the fire ended
+//! ([`FireSchedule::fire_ended`]); its instants then start again at the end, rounded up to
+//! the second, plus the interval, under the same misfire rules (of several owed at once, the
+//! latest fires). A job gained while its last recorded fire may still run waits for that
+//! fire alike; an edit while it waits changes the interval of the next wait, not the wait.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -65,6 +72,39 @@ pub struct FireSchedule {
     entries: HashMap<ByName, Option<DateTime<Utc>>>,
     /// The calendars jobs may name.
     calendars: Arc<Calendars>,
+    /// Where each `FIXED_DELAY` job stands between fires (absent: no fire of it known).
+    delays: HashMap<String, Delay>,
+}
+
+/// A `FIXED_DELAY` job's place between its fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delay {
+    /// Its fire at this instant is out: nothing is due before that fire ends.
+    Waiting(DateTime<Utc>),
+    /// Its last fire ended: its instants start again here.
+    From(DateTime<Utc>),
+}
+
+/// `job`'s instants, where its `FIXED_DELAY` restarts them.
+fn schedule_of<'a>(
+    calendars: &'a Calendars,
+    delays: &HashMap<String, Delay>,
+    job: &'a JobDefinition,
+) -> Schedule<'a> {
+    let schedule = job.spec.schedule(calendars);
+    match delays.get(job.name().as_str()) {
+        Some(Delay::From(at)) => schedule.restarted(*at),
+        _ => schedule,
+    }
+}
+
+/// Of the fires `step` got for one job from index `from` on, keeps only the latest (a
+/// `FIXED_DELAY` job has one fire out at a time) and answers its instant.
+fn keep_latest(step: &mut Step, from: usize) -> Option<DateTime<Utc>> {
+    let latest = step.due.drain(from..).next_back()?;
+    let at = latest.fire_time;
+    step.due.push(latest);
+    Some(at)
 }
 
 impl FireSchedule {
@@ -149,12 +189,15 @@ impl FireSchedule {
         last_fired: &HashMap<String, DateTime<Utc>>,
         step: &mut Step,
     ) {
-        let name = job.name().as_str();
-        match self.entries.get_key_value(name) {
+        let name = job.name().to_string();
+        let waits = job.spec.timing.waits_for_the_previous_fire();
+        match self.entries.get_key_value(name.as_str()) {
             Some((k, _)) if Arc::ptr_eq(&k.0, &job) => {}
             Some((k, &next)) if k.0.revision == job.revision && k.0.spec == job.spec => {
                 // Adopt this load's copy, so only one generation of definitions lives.
-                self.remove(name);
+                let delay = self.delays.get(&name).copied();
+                self.remove(&name);
+                self.restore(&name, delay);
                 self.put(job, next);
             }
             Some((_, prev)) => {
@@ -162,25 +205,33 @@ impl FireSchedule {
                 // (not yet fired) instant up to now are owed under the misfire rules, so
                 // an edit landing around a fire never loses it.
                 let after = prev.map_or(now, |n| n - Duration::milliseconds(1));
-                self.remove(name);
-                if after < now {
-                    owed(
-                        &job,
-                        job.spec.schedule(&self.calendars),
-                        after,
-                        now,
-                        rules,
-                        step,
-                    );
+                let delay = self.delays.get(&name).copied().filter(|_| waits);
+                self.remove(&name);
+                self.restore(&name, delay);
+                if matches!(delay, Some(Delay::Waiting(_))) {
+                    self.put(job, None);
+                    return;
                 }
-                self.insert(job, now);
+                let from = step.due.len();
+                if after < now {
+                    let schedule = schedule_of(&self.calendars, &self.delays, &job);
+                    owed(&job, schedule, after, now, rules, step);
+                }
+                self.settle_due(job, now, from, step);
             }
             None => {
                 step.gained += 1;
-                let after = match last_fired.get(name) {
+                if let (true, Some(last)) = (waits, last_fired.get(&name)) {
+                    // The previous owner's last fire may still run: wait for its end.
+                    self.delays.insert(name, Delay::Waiting(*last));
+                    self.put(job, None);
+                    return;
+                }
+                let after = match last_fired.get(&name) {
                     Some(last) => job.enabled_since.max(*last),
                     None => job.enabled_since,
                 };
+                let from = step.due.len();
                 owed(
                     &job,
                     job.spec.schedule(&self.calendars),
@@ -191,9 +242,80 @@ impl FireSchedule {
                 );
                 // A fire the previous owner claimed ahead of its instant is its to call:
                 // this schedule starts after it.
-                self.insert(job, after.max(now));
+                self.settle_due(job, after.max(now), from, step);
             }
         }
+    }
+
+    /// Puts `job` in the queue after the fires `step` owes it from index `from` on: a
+    /// `FIXED_DELAY` job with one of them waits for it (the latest, alone), any other job's
+    /// next instant is the first after `now`.
+    fn settle_due(
+        &mut self,
+        job: Arc<JobDefinition>,
+        now: DateTime<Utc>,
+        from: usize,
+        step: &mut Step,
+    ) {
+        if job.spec.timing.waits_for_the_previous_fire()
+            && let Some(fired) = keep_latest(step, from)
+        {
+            self.delays
+                .insert(job.name().to_string(), Delay::Waiting(fired));
+            self.put(job, None);
+            return;
+        }
+        let next = schedule_of(&self.calendars, &self.delays, &job).next_after(now);
+        self.put(job, next);
+    }
+
+    fn restore(&mut self, name: &str, delay: Option<Delay>) {
+        if let Some(d) = delay {
+            self.delays.insert(name.to_string(), d);
+        }
+    }
+
+    /// The `FIXED_DELAY` jobs waiting for a fire to end, each with the fire's instant.
+    pub fn waiting(&self) -> Vec<(String, DateTime<Utc>)> {
+        self.delays
+            .iter()
+            .filter_map(|(job, d)| match d {
+                Delay::Waiting(at) => Some((job.clone(), *at)),
+                Delay::From(_) => None,
+            })
+            .collect()
+    }
+
+    /// `job`'s fire at `fired` ended at `end` (`None`: the fire left no rows, as if it had
+    /// ended at its instant): its instants start again at the end plus the interval, and
+    /// those already past are owed under the misfire rules. Nothing changes unless the job
+    /// still waits for that very fire.
+    pub fn fire_ended(
+        &mut self,
+        job: &str,
+        fired: DateTime<Utc>,
+        end: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+        rules: MisfireRules,
+    ) -> Step {
+        let mut step = Step::default();
+        if self.delays.get(job) != Some(&Delay::Waiting(fired)) {
+            return step;
+        }
+        let Some(def) = self.entries.get_key_value(job).map(|(k, _)| k.0.clone()) else {
+            return step;
+        };
+        let Some(restart) = def.spec.timing.after_fire_ended(end.unwrap_or(fired)) else {
+            return step;
+        };
+        self.remove(job);
+        self.delays.insert(job.to_string(), Delay::From(restart));
+        // Instants from before the job was last switched on are not owed.
+        let after = (restart - Duration::milliseconds(1)).max(def.enabled_since);
+        let schedule = schedule_of(&self.calendars, &self.delays, &def);
+        owed(&def, schedule, after, now, rules, &mut step);
+        self.settle_due(def, now, 0, &mut step);
+        step
     }
 
     /// Pops up to `limit` jobs whose next fire is at or before `now` (call again while
@@ -227,7 +349,8 @@ impl FireSchedule {
                 continue;
             };
             let job = key.0.clone();
-            let schedule = job.spec.schedule(&self.calendars);
+            let from = step.due.len();
+            let schedule = schedule_of(&self.calendars, &self.delays, &job);
             let following = schedule.next_after(scheduled);
             if following.is_none_or(|f| f > now) && now - scheduled <= rules.tolerance {
                 // The common case: exactly this instant is due, on time. One cron search.
@@ -247,6 +370,13 @@ impl FireSchedule {
                     rules,
                     &mut step,
                 );
+            }
+            if job.spec.timing.waits_for_the_previous_fire()
+                && let Some(fired) = keep_latest(&mut step, from)
+            {
+                *next = None;
+                self.delays
+                    .insert(job.name().to_string(), Delay::Waiting(fired));
             }
             if let Some(n) = *next {
                 self.queue.insert((n, key));
@@ -270,14 +400,18 @@ impl FireSchedule {
         if next.is_some_and(|n| n <= at) {
             return;
         }
+        let delay = self.delays.get(job).copied();
+        if matches!(delay, Some(Delay::Waiting(w)) if w < at) {
+            // Waiting for a fire before the withdrawn one: that fire decides what follows.
+            return;
+        }
         let job = key.0.clone();
         self.remove(job.name().as_str());
+        if let Some(Delay::From(from)) = delay {
+            self.delays
+                .insert(job.name().to_string(), Delay::From(from));
+        }
         self.put(job, Some(at));
-    }
-
-    fn insert(&mut self, job: Arc<JobDefinition>, now: DateTime<Utc>) {
-        let next = job.spec.schedule(&self.calendars).next_after(now);
-        self.put(job, next);
     }
 
     fn put(&mut self, job: Arc<JobDefinition>, next: Option<DateTime<Utc>>) {
@@ -287,8 +421,9 @@ impl FireSchedule {
         self.entries.insert(ByName(job), next);
     }
 
-    /// Drops a job's entry; `true` when it had one.
+    /// Drops a job's entry (and where it stood between fires); `true` when it had one.
     fn remove(&mut self, name: &str) -> bool {
+        self.delays.remove(name);
         let Some((key, next)) = self.entries.remove_entry(name) else {
             return false;
         };

@@ -579,3 +579,180 @@ fn a_once_job_fires_at_its_instant_and_leaves_the_queue() {
     );
     assert_eq!(s.next_deadline(), None, "nothing more, for either job");
 }
+
+fn fixed_delay(seconds: u32, updated: &str) -> Arc<JobDefinition> {
+    timed(
+        "delay",
+        serde_json::json!({"scheduleType": "FIXED_DELAY", "intervalSeconds": seconds,
+            "startAt": "2024-01-01T00:00:10Z"}),
+        updated,
+    )
+}
+
+/// A 5 s delay from 10, its first fire just taken.
+fn fired_at_10() -> FireSchedule {
+    let mut s = FireSchedule::default();
+    s.sync(
+        [fixed_delay(5, "2024-01-01T00:00:00Z")],
+        t("2024-01-01T00:00:01Z"),
+        RULES,
+        &HashMap::new(),
+    );
+    assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:10Z")));
+    let step = s.take_due(t("2024-01-01T00:00:10.003Z"), RULES, usize::MAX);
+    assert_eq!(
+        fires(&step),
+        [("delay".into(), "2024-01-01T00:00:10+00:00".into(), false)]
+    );
+    s
+}
+
+#[test]
+fn a_fixed_delay_job_fires_again_its_interval_after_the_previous_fire_ended() {
+    let mut s = fired_at_10();
+    assert_eq!(
+        s.next_deadline(),
+        None,
+        "nothing is due while the fire runs"
+    );
+    assert_eq!(
+        s.waiting(),
+        [("delay".to_string(), t("2024-01-01T00:00:10Z"))]
+    );
+    // Its rate would have fired at 15 and 20: a fire that runs 12.2 s has no instant then.
+    assert!(
+        s.take_due(t("2024-01-01T00:00:21Z"), RULES, usize::MAX)
+            .due
+            .is_empty()
+    );
+    // Ended at 22.2: the next instant is 23 + 5.
+    let step = s.fire_ended(
+        "delay",
+        t("2024-01-01T00:00:10Z"),
+        Some(t("2024-01-01T00:00:22.2Z")),
+        t("2024-01-01T00:00:22.9Z"),
+        RULES,
+    );
+    assert!(step.due.is_empty());
+    assert!(s.waiting().is_empty());
+    assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:28Z")));
+    let step = s.take_due(t("2024-01-01T00:00:28.001Z"), RULES, usize::MAX);
+    assert_eq!(
+        fires(&step),
+        [("delay".into(), "2024-01-01T00:00:28+00:00".into(), false)]
+    );
+    assert_eq!(s.next_deadline(), None);
+}
+
+#[test]
+fn the_end_of_a_fire_the_job_no_longer_waits_for_changes_nothing() {
+    let mut s = fired_at_10();
+    let other = s.fire_ended(
+        "delay",
+        t("2024-01-01T00:00:05Z"),
+        Some(t("2024-01-01T00:00:06Z")),
+        t("2024-01-01T00:00:11Z"),
+        RULES,
+    );
+    assert!(other.due.is_empty());
+    assert_eq!(s.waiting().len(), 1, "still waiting for the fire at 10");
+    assert_eq!(s.next_deadline(), None);
+}
+
+#[test]
+fn a_fixed_delay_job_gained_waits_for_its_previous_owners_last_fire() {
+    let mut s = FireSchedule::default();
+    let last = HashMap::from([("delay".to_string(), t("2024-01-01T00:00:40Z"))]);
+    let step = s.sync(
+        [fixed_delay(5, "2024-01-01T00:00:00Z")],
+        t("2024-01-01T00:01:00Z"),
+        RULES,
+        &last,
+    );
+    assert!(step.due.is_empty(), "no catch-up while that fire may run");
+    assert_eq!(s.next_deadline(), None);
+    assert_eq!(
+        s.waiting(),
+        [("delay".to_string(), t("2024-01-01T00:00:40Z"))]
+    );
+    // It ended at 00:44 long ago: its instants 00:49, 00:54, 00:59 passed; the latest is
+    // caught up under FIRE_ONCE_NOW (the default), and the job waits for it.
+    let step = s.fire_ended(
+        "delay",
+        t("2024-01-01T00:00:40Z"),
+        Some(t("2024-01-01T00:00:44Z")),
+        t("2024-01-01T00:01:00Z"),
+        RULES,
+    );
+    assert_eq!(
+        fires(&step),
+        [("delay".into(), "2024-01-01T00:00:59+00:00".into(), false)],
+        "within the tolerance: on time"
+    );
+    assert_eq!(
+        s.waiting(),
+        [("delay".to_string(), t("2024-01-01T00:00:59Z"))]
+    );
+}
+
+#[test]
+fn a_fixed_delay_job_owed_several_instants_fires_only_the_latest() {
+    let mut s = FireSchedule::default();
+    // Gained with no fire known, 3 s after instants 10 and 11 of a 1 s rate (tolerance 5 s).
+    let step = s.sync(
+        [fixed_delay(1, "2024-01-01T00:00:00Z")],
+        t("2024-01-01T00:00:12.5Z"),
+        RULES,
+        &HashMap::new(),
+    );
+    assert_eq!(
+        fires(&step),
+        [("delay".into(), "2024-01-01T00:00:12+00:00".into(), false)]
+    );
+    assert_eq!(s.next_deadline(), None);
+}
+
+#[test]
+fn an_edit_while_a_fixed_delay_fire_runs_changes_the_next_wait_not_this_one() {
+    let mut s = fired_at_10();
+    let edited = fixed_delay(30, "2024-01-01T00:00:11Z");
+    let step = s.apply(
+        [edited],
+        &[] as &[&str],
+        t("2024-01-01T00:00:11Z"),
+        RULES,
+        &HashMap::new(),
+    );
+    assert!(step.due.is_empty());
+    assert_eq!(s.next_deadline(), None, "still waiting");
+    s.fire_ended(
+        "delay",
+        t("2024-01-01T00:00:10Z"),
+        Some(t("2024-01-01T00:00:12Z")),
+        t("2024-01-01T00:00:12.5Z"),
+        RULES,
+    );
+    assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:42Z")));
+}
+
+#[test]
+fn a_withdrawn_fixed_delay_fire_is_owed_again_and_waited_for_again() {
+    let mut s = FireSchedule::default();
+    s.sync(
+        [fixed_delay(5, "2024-01-01T00:00:00Z")],
+        t("2024-01-01T00:00:01Z"),
+        RULES,
+        &HashMap::new(),
+    );
+    s.take_due(t("2024-01-01T00:00:09.9Z"), RULES, usize::MAX);
+    s.take_ahead(
+        t("2024-01-01T00:00:09.9Z"),
+        t("2024-01-01T00:00:10Z"),
+        RULES,
+        usize::MAX,
+    );
+    assert_eq!(s.waiting().len(), 1);
+    s.rewind("delay", t("2024-01-01T00:00:10Z"));
+    assert!(s.waiting().is_empty());
+    assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:10Z")));
+}

@@ -13,6 +13,7 @@ const PREVIEW_DELAY_MS = 300;
 const SCHEDULE_FIELDS = {
   CRON: ['cron'],
   FIXED_RATE: ['intervalSeconds', 'startAt'],
+  FIXED_DELAY: ['intervalSeconds', 'startAt'],
   ONCE: ['startAt'],
   NONE: [],
 };
@@ -88,7 +89,8 @@ export async function jobFormPage(name) {
       const next = await api('GET', `/cron/next-fire-times${query({ ...fields, timezone: c.timezone.value.trim(), calendar: c.calendar.value.trim(), count: 5 })}`);
       if (seq !== previewSeq) return undefined;
       for (const k of previewed) setError(k, '');
-      const words = type === 'CRON' ? cronWords(fields.cron) : null;
+      const words = type === 'CRON' ? cronWords(fields.cron)
+        : type === 'FIXED_DELAY' ? t('schedule.fixedDelayThen', { seconds: fields.intervalSeconds }) : null;
       return mount(preview,
         h('p', { class: 'hint' }, t('form.preview'), words ? ` (${words})` : '', ':'),
         next.fireTimes.length

@@ -21,6 +21,9 @@ function schedule(job) {
     case 'FIXED_RATE':
       return h('span', { class: 'cron' }, t('schedule.fixedRate', { seconds: job.intervalSeconds }),
         h('span', { class: 'words' }, t('schedule.from'), ' ', time(job.startAt, job.timezone)));
+    case 'FIXED_DELAY':
+      return h('span', { class: 'cron' }, t('schedule.fixedDelay', { seconds: job.intervalSeconds }),
+        h('span', { class: 'words' }, t('schedule.from'), ' ', time(job.startAt, job.timezone)));
     case 'ONCE':
       return h('span', { class: 'cron' }, t('schedule.once'), ' ', time(job.startAt, job.timezone));
     case 'NONE':
