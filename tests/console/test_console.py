@@ -155,7 +155,7 @@ def test_a_job_named_in_chinese_with_its_own_group_and_calendar_round_trips_thro
     expect(page.locator("dl.definition")).to_contain_text("payments")
 
 
-def test_a_fixed_rate_job_made_in_the_form_then_turned_into_one_run_only_when_triggered(page, server):
+def test_a_fixed_rate_job_made_in_the_form_then_turned_into_a_fixed_delay_and_one_run_only_when_triggered(page, server):
     sign_in(page, server)
     nav(page, "Jobs").click()
     page.get_by_role("link", name="New job").click()
