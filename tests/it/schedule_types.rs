@@ -18,6 +18,7 @@ use crate::recorder::Recorder;
 backend_tests!(
     a_fixed_rate_job_fires_every_interval_from_its_start,
     a_fixed_delay_job_fires_its_interval_after_each_fire_ends,
+    instances_that_both_own_a_fixed_delay_job_fire_each_instant_once,
     a_once_job_fires_once_at_its_instant,
     a_none_job_fires_only_when_triggered,
     each_schedule_type_takes_exactly_its_own_fields,
@@ -108,8 +109,7 @@ async fn a_fixed_rate_job_fires_every_interval_from_its_start(backend: Backend) 
 }
 
 /// A handler that runs 2.5 s, a delay of 1 s: each fire's instant is the previous fire's
-/// finish, rounded up to the second, plus 1 s (never beside it, as a 1 s rate would be), and
-/// the preview shows the one next instant once a fire has ended.
+/// finish, rounded up to the second, plus 1 s (never beside it, as a 1 s rate would be).
 async fn a_fixed_delay_job_fires_its_interval_after_each_fire_ends(backend: Backend) {
     let recorder = Recorder::slow_for("tick", Duration::from_millis(2500)).await;
     let db = Arc::new(TestDb::create(backend).await);
@@ -119,37 +119,79 @@ async fn a_fixed_delay_job_fires_its_interval_after_each_fire_ends(backend: Back
     })
     .await;
     let start = Utc::now().trunc_subsecs(0) + chrono::Duration::seconds(2);
-    let job = app
-        .create_job(&body(
-            "after-each",
-            json!({"scheduleType": "FIXED_DELAY", "intervalSeconds": 1,
-                "startAt": rfc3339(start)}),
-        ))
-        .await;
+    let job = app.create_job(&delay_body("after-each", start)).await;
     assert_eq!(
         (&job["scheduleType"], &job["intervalSeconds"]),
         (&json!("FIXED_DELAY"), &json!(1))
     );
+    fires_follow_the_ends(&app, &recorder, "after-each", start, 3, 2500).await;
+}
+
+/// Two instances that both own the job (each standalone, the sharpest disagreement about
+/// ownership): each derives the next instant from the same rows, so every fire is called once
+/// and still only after the previous one ended.
+async fn instances_that_both_own_a_fixed_delay_job_fire_each_instant_once(backend: Backend) {
+    let recorder = Recorder::slow_for("tick", Duration::from_millis(1500)).await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let (one, two) = (recorder.addr.clone(), recorder.addr.clone());
+    let a = TestApp::spawn_with(db.clone(), move |s| {
+        s.executors.static_ = static_executors("billing", &[one]);
+    })
+    .await;
+    let _b = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("billing", &[two]);
+    })
+    .await;
+    // Ahead far enough for the second instance to see the job through the revision counter.
+    let start = Utc::now().trunc_subsecs(0) + chrono::Duration::seconds(3);
+    a.create_job(&delay_body("both-own", start)).await;
+    fires_follow_the_ends(&a, &recorder, "both-own", start, 4, 1500).await;
+    let ids: Vec<String> = recorder
+        .calls()
+        .iter()
+        .map(|c| c.header("X-Execution-Id").to_string())
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "each fire called once: {ids:?}");
+}
+
+fn delay_body(name: &str, start: DateTime<Utc>) -> Value {
+    body(
+        name,
+        json!({"scheduleType": "FIXED_DELAY", "intervalSeconds": 1, "startAt": rfc3339(start)}),
+    )
+}
+
+/// Waits for `count` fires of `job` (a 1 s delay from `start`, whose handler runs `run_ms`)
+/// to end, disables it, and checks that the first fired at `start` and each later one at the
+/// previous one's finish rounded up to the second plus 1 s, the calls `run_ms` apart at least.
+async fn fires_follow_the_ends(
+    app: &TestApp,
+    recorder: &Recorder,
+    job: &str,
+    start: DateTime<Utc>,
+    count: usize,
+    run_ms: i64,
+) {
     let finished = |row: &Value| -> Option<DateTime<Utc>> {
         row["finishTime"].as_str().map(|t| t.parse().unwrap())
     };
-    let rows = eventually(
-        Duration::from_secs(30),
-        "three fixed-delay fires ended",
+    let mut rows = eventually(
+        Duration::from_secs(40),
+        "fixed-delay fires ended",
         || async {
-            let mut rows = app.executions("after-each").await;
+            let mut rows = app.executions(job).await;
             rows.retain(|r| finished(r).is_some());
-            (rows.len() >= 3).then_some(rows)
+            (rows.len() >= count).then_some(rows)
         },
     )
     .await;
-    disable(&app, "after-each").await;
-    let mut rows = rows;
+    disable(app, job).await;
     rows.sort_by_key(|r| r["executionId"].as_str().unwrap().to_string());
     let instant = |row: &Value| {
         let id = row["executionId"].as_str().unwrap();
         let stamp = id
-            .strip_prefix("after-each:")
+            .strip_prefix(&format!("{job}:"))
             .and_then(|rest| rest.strip_suffix(":0-0"))
             .unwrap_or_else(|| panic!("a scheduled fire's id, found {id}"));
         chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%d%H%M%S")
@@ -159,19 +201,23 @@ async fn a_fixed_delay_job_fires_its_interval_after_each_fire_ends(backend: Back
     assert_eq!(instant(&rows[0]), start, "{rows:?}");
     for pair in rows.windows(2) {
         let end = finished(&pair[0]).unwrap();
-        let up = end.trunc_subsecs(0)
-            + chrono::Duration::seconds(if end.trunc_subsecs(0) < end { 1 } else { 0 });
+        let whole = end.trunc_subsecs(0);
+        let up = if whole < end {
+            whole + chrono::Duration::seconds(1)
+        } else {
+            whole
+        };
         assert_eq!(
             instant(&pair[1]),
             up + chrono::Duration::seconds(1),
             "the next fire follows the end of the last: {rows:?}"
         );
-        assert!(pair[1]["status"] == "SUCCESS", "{rows:?}");
+        assert_eq!(pair[0]["status"], "SUCCESS", "{rows:?}");
     }
     let calls = recorder.calls();
     for pair in calls.windows(2) {
         assert!(
-            pair[1].received_at - pair[0].received_at >= chrono::Duration::milliseconds(2500),
+            pair[1].received_at - pair[0].received_at >= chrono::Duration::milliseconds(run_ms),
             "one fire at a time: {:?}",
             calls.iter().map(|c| c.received_at).collect::<Vec<_>>()
         );
