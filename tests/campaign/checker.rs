@@ -78,6 +78,11 @@
 //! 10. **settled**: at the end no row is PENDING or RUNNING for longer than [`SETTLE_BOUND`]
 //!     since the later of its last event and the start of the quiet tail, unless its handler
 //!     still runs at an executor (documented).
+//! 11. **fixed-delay**: for a `FIXED_DELAY` job (created so and never written again), each
+//!     scheduled fire after the first has its instant at or after the previous fire's end
+//!     (the latest finish of its rows, retries included, every one final) rounded up to the
+//!     second plus the interval, and no later than [`DELAY_BOUND`] after that; and a fire that
+//!     ended more than the bound before the end of the history is followed by another.
 //!
 //! Each check reports a count and up to [`EXAMPLES`] examples with ids and times (every one is
 //! kept in `all`), and counts every documented case it met. A run that starts beside several
@@ -85,7 +90,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, SubsecRound, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -117,6 +122,9 @@ pub const CLAIM_AHEAD: Duration = Duration::milliseconds(2500);
 pub const SETTLE_BOUND: Duration = Duration::seconds(35);
 /// Children of fires completed this close to the end may not be recorded yet.
 pub const CHILD_MARGIN: Duration = Duration::seconds(10);
+/// The longest a `FIXED_DELAY` job's next fire may come after its due instant: the worst
+/// first call after a fault seen in campaigns (under a minute) with room to spare.
+pub const DELAY_BOUND: Duration = Duration::seconds(90);
 /// Examples kept per check and per documented case.
 pub const EXAMPLES: usize = 5;
 
@@ -134,7 +142,8 @@ impl Def {
     fn from_view(v: &Value) -> Option<Self> {
         Some(Self {
             v: v["jobParams"]["v"].as_u64(),
-            cron: v["cron"].as_str()?.to_string(),
+            // Empty for a schedule type without a cron (a FIXED_DELAY job: invariant 11).
+            cron: v["cron"].as_str().unwrap_or_default().to_string(),
             enabled: v["enabled"].as_bool()?,
             overlap: v["overlapPolicy"].as_str().unwrap_or("ALLOW").to_string(),
             child_jobs: v["childJobs"]
@@ -350,8 +359,11 @@ pub fn timelines(api: &[ApiCall]) -> HashMap<String, Timeline> {
 
 /// The instants of the cron expressions the campaign uses in `(from, to]`: `*/N * * * * ?`
 /// and `* * * * * ?` (every N seconds of the minute), and `0 0 3 1 1 ?` (yearly: none within
-/// a campaign).
+/// a campaign). None without a cron (a `FIXED_DELAY` job, checked by invariant 11).
 pub fn instants(cron: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    if cron.is_empty() {
+        return Vec::new();
+    }
     let first = cron.split_whitespace().next().unwrap_or("");
     let step: u64 = if first == "*" {
         1
@@ -666,6 +678,7 @@ pub fn check(h: &History) -> Verdict {
         cancel(&ix),
         sdk_once(&ix),
         settled(&ix),
+        fixed_delay(&ix),
     ];
     worst_delays(&ix, &mut stats);
     Verdict { checks, stats }
@@ -1373,6 +1386,102 @@ fn settled(ix: &Index) -> Check {
     c
 }
 
+/// The `FIXED_DELAY` jobs of the history with their interval: created so, and never replaced.
+fn delay_jobs(h: &History) -> Vec<(&str, i64)> {
+    let mut out = Vec::new();
+    for call in &h.api {
+        let Some((name, Op::Create)) = job_op(call) else {
+            continue;
+        };
+        let body = call.body.as_ref().expect("a create has a body");
+        if body["scheduleType"] != "FIXED_DELAY" {
+            continue;
+        }
+        let rewritten = h.api.iter().any(|c| {
+            matches!(job_op(c), Some((n, Op::Replace | Op::Delete | Op::SetEnabled)) if n == name)
+        });
+        if let (false, Some(interval)) = (rewritten, body["intervalSeconds"].as_i64()) {
+            out.push((body["name"].as_str().unwrap_or_default(), interval));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn fixed_delay(ix: &Index) -> Check {
+    let mut c = Check::new("fixed-delay");
+    let h = ix.h;
+    for (job, interval) in delay_jobs(h) {
+        // Every row of each scheduled fire (first attempts and their retries), by instant.
+        let mut fires: BTreeMap<DateTime<Utc>, Vec<&ExecRow>> = BTreeMap::new();
+        for r in h
+            .rows
+            .iter()
+            .filter(|r| r.job_name == job && is_cron_id(&r.execution_id))
+        {
+            fires.entry(r.fire_time).or_default().push(r);
+        }
+        let fires: Vec<(DateTime<Utc>, Vec<&ExecRow>)> = fires.into_iter().collect();
+        let due_after = |rows: &[&ExecRow]| -> Option<DateTime<Utc>> {
+            if !rows.iter().all(|r| r.is_final()) {
+                return None;
+            }
+            let end = rows.iter().filter_map(|r| r.finish_time).max()?;
+            let whole = end.trunc_subsecs(0);
+            let up = if whole < end {
+                whole + Duration::seconds(1)
+            } else {
+                whole
+            };
+            Some(up + Duration::seconds(interval))
+        };
+        for pair in fires.windows(2) {
+            let ((prev, prev_rows), (next, _)) = (&pair[0], &pair[1]);
+            match due_after(prev_rows) {
+                None => c.violation(|| {
+                    format!(
+                        "{job}: fired at {} while its fire at {} was still open",
+                        hms(*next),
+                        hms(*prev)
+                    )
+                }),
+                Some(due) if *next < due => c.violation(|| {
+                    format!(
+                        "{job}: fired at {}, before {} (its fire at {} ended, plus {interval} s)",
+                        hms(*next),
+                        hms(due),
+                        hms(*prev)
+                    )
+                }),
+                Some(due) if *next - due > DELAY_BOUND => c.violation(|| {
+                    format!(
+                        "{job}: fired at {}, {} s after its due instant {}",
+                        hms(*next),
+                        (*next - due).num_seconds(),
+                        hms(due)
+                    )
+                }),
+                Some(_) => {}
+            }
+        }
+        if let Some((last, rows)) = fires.last()
+            && let Some(due) = due_after(rows)
+            && h.ended - due > DELAY_BOUND
+        {
+            c.violation(|| {
+                format!(
+                    "{job}: no fire after {} (due at {}, history ends at {})",
+                    hms(*last),
+                    hms(due),
+                    hms(h.ended)
+                )
+            });
+        }
+    }
+    c
+}
+
 fn worst_delays(ix: &Index, stats: &mut Stats) {
     let h = ix.h;
     for ((job, t), rows) in &ix.cron_fires {
@@ -1559,6 +1668,55 @@ mod tests {
 
     fn documented(c: &Check, case: &str) -> usize {
         c.documented.get(case).map_or(0, |c| c.count)
+    }
+
+    /// A FIXED_DELAY job `d` (1 s) with fires at `fires` (instant, finish), all SUCCESS,
+    /// the history ending at `ended`.
+    fn delayed(fires: &[(f64, f64)], ended: f64) -> History {
+        let body = json!({"name": "d", "scheduleType": "FIXED_DELAY", "intervalSeconds": 1,
+            "enabled": true, "jobParams": {"v": 1}});
+        let view = json!({"name": "d", "scheduleType": "FIXED_DELAY", "intervalSeconds": 1,
+            "cron": null, "enabled": true, "overlapPolicy": "ALLOW", "childJobs": [],
+            "jobParams": {"v": 1}});
+        let mut h = History {
+            started: t(0.0),
+            quiet: t(0.0),
+            ended: t(ended),
+            api: vec![call(
+                "POST",
+                "/api/v1/jobs",
+                Some(body),
+                -3.0,
+                201,
+                Some(view),
+                S1,
+            )],
+            ..Default::default()
+        };
+        for (i, &(at, finish)) in fires.iter().enumerate() {
+            let mut r = row("d", at, (0, 0), &format!("d{i}"), "SUCCESS");
+            r.finish_time = Some(t(finish));
+            h.runs.push(run_of(&r, 1, at + 0.01, finish - 0.01));
+            h.rows.push(r);
+        }
+        h
+    }
+
+    #[test]
+    fn a_fixed_delay_fire_comes_its_interval_after_the_previous_one_ended() {
+        // Ended at 2.3: due at 4; ended at 4.1: due at 6.
+        let v = check(&delayed(&[(0.0, 2.3), (4.0, 4.1), (6.0, 6.2)], 8.0));
+        assert_eq!(v.violations(), 0, "{v:#?}");
+        let early = check(&delayed(&[(0.0, 2.3), (3.0, 3.1)], 5.0));
+        assert_eq!(of(&early, "fixed-delay").violations, 1, "{early:#?}");
+        let late = check(&delayed(&[(0.0, 2.3), (100.0, 100.1)], 101.0));
+        assert_eq!(of(&late, "fixed-delay").violations, 1, "{late:#?}");
+        let stopped = check(&delayed(&[(0.0, 2.3)], 120.0));
+        assert_eq!(of(&stopped, "fixed-delay").violations, 1, "{stopped:#?}");
+        let mut open = delayed(&[(0.0, 2.3), (4.0, 4.1)], 6.0);
+        open.rows[0].status = "RUNNING".into();
+        open.rows[0].finish_time = None;
+        assert_eq!(of(&check(&open), "fixed-delay").violations, 1);
     }
 
     #[test]
