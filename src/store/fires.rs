@@ -16,37 +16,34 @@ use super::{
 };
 use crate::jobs::{ExecutionStatus, NewExecution, OverlapPolicy, fire_key, scheduled_fire_key};
 
-impl SqlStore {
-    /// Which of `fires` (job, instant) have their claim.
-    async fn claimed<'a>(
-        &self,
-        fires: &[&'a (String, DateTime<Utc>)],
-    ) -> Result<Vec<(&'a str, DateTime<Utc>)>, StoreError> {
-        if fires.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut q = Sql::new("SELECT job_name, fire_time FROM job_fire WHERE ");
-        for (i, (job, at)) in fires.iter().enumerate() {
-            q.push(if i == 0 { "(" } else { " OR (" })
-                .push("job_name = ")
-                .bind(job.as_str())
-                .push(" AND fire_time = ")
-                .bind(ms(*at))
-                .push(")");
-        }
-        let found: Vec<(String, DateTime<Utc>)> = self
-            .db
-            .fetch_all(q)
-            .await?
-            .iter()
-            .map(|r| Ok((r.at(0)?, r.at(1)?)))
-            .collect::<Result<_, StoreError>>()?;
-        Ok(fires
-            .iter()
-            .filter(|(job, at)| found.iter().any(|(j, t)| j == job && *t == ms(*at)))
-            .map(|(job, at)| (job.as_str(), *at))
-            .collect())
+/// Which of `fires` (job, instant) have their claim.
+async fn claimed<'a>(
+    tx: &mut Tx,
+    fires: &[&'a (String, DateTime<Utc>)],
+) -> Result<Vec<(&'a str, DateTime<Utc>)>, StoreError> {
+    if fires.is_empty() {
+        return Ok(Vec::new());
     }
+    let mut q = Sql::new("SELECT job_name, fire_time FROM job_fire WHERE ");
+    for (i, (job, at)) in fires.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { " OR (" })
+            .push("job_name = ")
+            .bind(job.as_str())
+            .push(" AND fire_time = ")
+            .bind(ms(*at))
+            .push(")");
+    }
+    let found: Vec<(String, DateTime<Utc>)> = tx
+        .fetch_all(q)
+        .await?
+        .iter()
+        .map(|r| Ok((r.at(0)?, r.at(1)?)))
+        .collect::<Result<_, StoreError>>()?;
+    Ok(fires
+        .iter()
+        .filter(|(job, at)| found.iter().any(|(j, t)| j == job && *t == ms(*at)))
+        .map(|(job, at)| (job.as_str(), *at))
+        .collect())
 }
 
 /// Fire claims deleted per statement when purging.
@@ -211,6 +208,9 @@ impl FireStore for SqlStore {
         &self,
         fires: &[(String, DateTime<Utc>)],
     ) -> Result<Vec<FireEnd>, StoreError> {
+        // One snapshot for the rows and the claims: a fire recorded between two separate
+        // reads would look claimed but rowless, that is ended, while it has not begun.
+        let mut tx = self.db.begin().await?;
         let mut ended = Vec::new();
         for chunk in fires.chunks(MULTI_ROW) {
             // Each fire's rows are one range of the execution id index.
@@ -229,7 +229,7 @@ impl FireStore for SqlStore {
                     .push(")");
             }
             let mut rows: HashMap<&str, (bool, Option<DateTime<Utc>>)> = HashMap::new();
-            let read = self.db.fetch_all(q).await?;
+            let read = tx.fetch_all(q).await?;
             for row in &read {
                 let id: String = row.at(0)?;
                 let status: String = row.at(1)?;
@@ -252,7 +252,7 @@ impl FireStore for SqlStore {
                 .filter(|(_, key)| !rows.contains_key(key.as_str()))
                 .map(|(fire, _)| fire)
                 .collect();
-            let claimed = self.claimed(&rowless).await?;
+            let claimed = claimed(&mut tx, &rowless).await?;
             for ((job, at), key) in chunk.iter().zip(&keys) {
                 let end = match rows.get(key.as_str()) {
                     Some((false, _)) => continue,
@@ -267,6 +267,7 @@ impl FireStore for SqlStore {
                 });
             }
         }
+        tx.commit().await?;
         Ok(ended)
     }
 
