@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::sql::{Backend, Row, Sql, Tx};
 use super::{MULTI_ROW, StoreError, Withdrawal};
-use crate::jobs::{ExecutionStatus, JobChange};
+use crate::jobs::{ExecutionStatus, JobChange, scheduled_fire_key};
 
 /// Locks the rows of `jobs`: guarded fires and the settling of guarded jobs' runs wait for
 /// each other here. A write, so SQLite takes its write lock with the first statement; one
@@ -118,30 +118,61 @@ pub(super) async fn count_cancels(tx: &mut Tx, n: usize) -> Result<(), StoreErro
 
 /// Takes back one recorded fire: its rows and its claim are deleted, so its instant can be
 /// fired again, but only while every row that is left is held by the fire's instance and
-/// still as recorded: PENDING, or FAILED without a start (recorded so, the fire having found
-/// no executor, with its retry). Once one was taken over (compensation resumed it after its
-/// lease) or moved on, the fire stands as recorded and nothing is deleted: `false`.
+/// still as recorded or ended before its call: PENDING, FAILED without a start (recorded so,
+/// the fire having found no executor, with its retry), or CANCELLED without a start (an
+/// operator's cancel before the call). A cron fire's rows are all those of its instant, not
+/// only the ones its instance still holds in memory (a cancel before the call forgets its row
+/// there): a range left behind would overlap the ranges of the fire recorded again. Once
+/// one row was taken over (compensation resumed it after its lease) or called, the fire
+/// stands as recorded and nothing is deleted: `false`.
 pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, StoreError> {
     let lock = tx.backend().lock_rows();
+    let mut reads = Vec::new();
     for chunk in w.traces.chunks(MULTI_ROW) {
         let mut q = Sql::new(
-            "SELECT status, scheduler_instance, start_time FROM job_execution WHERE trace_id IN ",
+            "SELECT trace_id, status, scheduler_instance, start_time FROM job_execution \
+             WHERE trace_id IN ",
         );
         q.list(chunk.iter()).push(lock);
+        reads.push(q);
+    }
+    if let Some(at) = w.claimed {
+        let key = scheduled_fire_key(&w.job, at);
+        let mut q = Sql::new(
+            "SELECT trace_id, status, scheduler_instance, start_time FROM job_execution \
+             WHERE execution_id >= ",
+        );
+        q.bind(format!("{key}:"))
+            .push(" AND execution_id < ")
+            .bind(format!("{key};"))
+            .push(lock);
+        reads.push(q);
+    }
+    let mut traces: Vec<String> = Vec::with_capacity(w.traces.len());
+    for q in reads {
         for row in tx.fetch_all(q).await? {
-            let (status, holder): (String, Option<String>) = (row.at(0)?, row.at(1)?);
-            let started: Option<DateTime<Utc>> = row.at(2)?;
-            let as_recorded = status == ExecutionStatus::Pending.as_str()
-                || (status == ExecutionStatus::Failed.as_str() && started.is_none());
+            let (trace, status, holder): (String, String, Option<String>) =
+                (row.at(0)?, row.at(1)?, row.at(2)?);
+            let started: Option<DateTime<Utc>> = row.at(3)?;
+            let ended_uncalled = [ExecutionStatus::Failed, ExecutionStatus::Cancelled]
+                .iter()
+                .any(|s| status == s.as_str())
+                && started.is_none();
+            let as_recorded = status == ExecutionStatus::Pending.as_str() || ended_uncalled;
             if !as_recorded || holder.as_deref() != Some(&w.instance) {
                 return Ok(false);
             }
+            if !traces.contains(&trace) {
+                traces.push(trace);
+            }
         }
     }
-    for chunk in w.traces.chunks(MULTI_ROW) {
-        let mut q = Sql::new("DELETE FROM job_execution WHERE trace_id IN ");
-        q.list(chunk.iter());
-        tx.execute(q).await?;
+    for chunk in traces.chunks(MULTI_ROW) {
+        for table in ["job_execution", "execution_stop"] {
+            let mut q = Sql::new(&format!("DELETE FROM {table} WHERE trace_id IN "));
+            q.list(chunk.iter());
+            tx.execute(q).await?;
+        }
     }
     if let Some(at) = w.claimed {
         let mut q = Sql::new("DELETE FROM job_fire WHERE job_name = ");

@@ -46,7 +46,8 @@ backend_tests!(
     a_run_taken_while_a_cover_fire_is_admitted_is_waited_for,
     a_fire_judged_ahead_is_a_run_for_every_admission_after_it,
     the_api_pool_answers_while_the_scheduling_pool_waits,
-    a_fire_ends_when_its_last_row_is_final_at_that_rows_finish
+    a_fire_ends_when_its_last_row_is_final_at_that_rows_finish,
+    a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -1693,5 +1694,66 @@ async fn a_fire_ends_when_its_last_row_is_final_at_that_rows_finish(backend: Bac
                 end: None,
             }
         ]
+    );
+}
+
+/// Seed 30 of the 50-seed run on 6d62829: an operator cancelled one range of a claimed fire
+/// before its call (its instance then forgets the row), the job was edited before the
+/// instant, and the withdrawal took back only the rows the instance still held; the fire was
+/// recorded again under the new shard count beside the cancelled range, overlapping it. The
+/// withdrawal takes every row of the instant, the cancelled one too, and the instant is
+/// recorded again cleanly.
+async fn a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let at = Utc.with_ymd_and_hms(2024, 5, 1, 14, 0, 0).unwrap();
+    let me = "127.0.0.1:8080".to_string();
+    let claim = FireClaim {
+        job_name: "j".into(),
+        fire_time: at,
+        scheduler_instance: me.clone(),
+        claimed_at: at - Duration::seconds(1),
+    };
+    let FireOutcome::Recorded(rows) = s
+        .record_fire(Some(&claim), &[row("j", at, 0, 4), row("j", at, 5, 9)])
+        .await
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    let cancel = Transition {
+        finish_time: Some(at - Duration::milliseconds(500)),
+        stopping: Some(at - Duration::milliseconds(500)),
+        ..Transition::to(
+            &[ExecutionStatus::Pending, ExecutionStatus::Running],
+            ExecutionStatus::Cancelled,
+        )
+    };
+    assert!(
+        s.transition(&rows[1].trace_id, &cancel)
+            .await
+            .unwrap()
+            .applied()
+    );
+    let withdrawal = store::Withdrawal {
+        instance: me.clone(),
+        job: "j".into(),
+        claimed: Some(at),
+        traces: vec![rows[0].trace_id.clone()],
+    };
+    assert_eq!(s.withdraw_fires(&[withdrawal]).await.unwrap(), [true]);
+    for r in &rows {
+        assert_eq!(s.get_execution(&r.trace_id).await.unwrap(), None, "{r:?}");
+    }
+    // Recorded again under three ranges: nothing of the old plan is left beside them.
+    let again = [row("j", at, 0, 3), row("j", at, 4, 6), row("j", at, 7, 9)];
+    assert!(matches!(
+        s.record_fire(Some(&claim), &again).await.unwrap(),
+        FireOutcome::Recorded(r) if r.len() == 3
+    ));
+    let ended = s.fire_ends(&[("j".to_string(), at)]).await.unwrap();
+    assert_eq!(
+        ended,
+        [],
+        "the fire recorded again is open, all three ranges of it"
     );
 }
