@@ -332,8 +332,9 @@ async fn an_edit_through_another_instance_is_honoured_at_the_instant(backend: Ba
 
 /// A claimer that polls the job revision once a minute (its engine does not reload a change
 /// made elsewhere before the instant), optionally behind a proxy this test can stall, and a
-/// second instance on the same database. The second owns every job too (standalone) but
-/// fires nothing: its schedule holds nothing claimable before the claimer's claims.
+/// second instance on the same database. The second owns every job too (standalone); its
+/// schedule holds nothing claimable before the claimer's claims, but an instant the claimer
+/// withdrew may be recorded again by either.
 struct TwoInstances {
     claimer: TestApp,
     other: TestApp,
@@ -362,8 +363,12 @@ impl TwoInstances {
             s.scheduler.job_refresh_millis = 60_000.try_into().unwrap();
         })
         .await;
-        let other = TestApp::spawn_with(db, |s| {
+        // The other instance owns the job too: once the claimer has withdrawn a fire, either
+        // may record it again, so both reach the executor.
+        let addr = recorder.addr.clone();
+        let other = TestApp::spawn_with(db, move |s| {
             s.scheduler.claim_ahead_millis = 0;
+            s.executors.static_ = static_executors("billing", &[addr]);
         })
         .await;
         Self {
