@@ -392,11 +392,18 @@ pub(super) async fn insert_executions(
 /// with `{fire}:` and sort before `{fire};`), with no LIKE pattern to escape. Callers check
 /// the job and the fire key of each row: a longer fire key may share the prefix.
 fn push_fire_rows(q: &mut Sql, fire: &str) {
-    q.push("SELECT * FROM job_execution WHERE execution_id >= ")
+    q.push("SELECT * FROM job_execution WHERE ");
+    push_fire_range(q, fire);
+    q.push(" ORDER BY id");
+}
+
+/// The condition selecting the rows of the fire whose [`fire_key`] is `fire`: every id of
+/// the fire is `{fire}:…`, one range of the execution id index (`;` follows `:`).
+pub(super) fn push_fire_range(q: &mut Sql, fire: &str) {
+    q.push("execution_id >= ")
         .bind(format!("{fire}:"))
         .push(" AND execution_id < ")
-        .bind(format!("{fire};"))
-        .push(" ORDER BY id");
+        .bind(format!("{fire};"));
 }
 
 /// Inserts what the applied transitions of `batch` bring with them: the retry rows failures

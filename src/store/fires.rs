@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::admission::{admit_all, judge_ahead};
-use super::executions::insert_executions;
+use super::executions::{insert_executions, push_fire_range};
 use super::sql::{Sql, Tx};
 use super::steps::{lock_jobs, withdraw_in};
 use super::{
@@ -221,12 +221,9 @@ impl FireStore for SqlStore {
             let mut q =
                 Sql::new("SELECT execution_id, status, finish_time FROM job_execution WHERE ");
             for (i, key) in keys.iter().enumerate() {
-                q.push(if i == 0 { "(" } else { " OR (" })
-                    .push("execution_id >= ")
-                    .bind(format!("{key}:"))
-                    .push(" AND execution_id < ")
-                    .bind(format!("{key};"))
-                    .push(")");
+                q.push(if i == 0 { "(" } else { " OR (" });
+                push_fire_range(&mut q, key);
+                q.push(")");
             }
             let mut rows: HashMap<&str, (bool, Option<DateTime<Utc>>)> = HashMap::new();
             let read = tx.fetch_all(q).await?;

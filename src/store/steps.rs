@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
+use super::executions::push_fire_range;
 use super::sql::{Backend, Row, Sql, Tx};
 use super::{MULTI_ROW, StoreError, Withdrawal};
 use crate::jobs::{ExecutionStatus, JobChange, scheduled_fire_key};
@@ -139,13 +140,10 @@ pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, Sto
     if let Some(at) = w.claimed {
         let key = scheduled_fire_key(&w.job, at);
         let mut q = Sql::new(
-            "SELECT trace_id, status, scheduler_instance, start_time FROM job_execution \
-             WHERE execution_id >= ",
+            "SELECT trace_id, status, scheduler_instance, start_time FROM job_execution WHERE ",
         );
-        q.bind(format!("{key}:"))
-            .push(" AND execution_id < ")
-            .bind(format!("{key};"))
-            .push(lock);
+        push_fire_range(&mut q, &key);
+        q.push(lock);
         reads.push(q);
     }
     let mut traces: Vec<String> = Vec::with_capacity(w.traces.len());

@@ -169,6 +169,7 @@ impl FireSchedule {
     ) -> Step {
         let mut step = Step::default();
         for name in not_owned {
+            self.delays.remove(name.as_ref());
             if self.remove(name.as_ref()) {
                 step.lost += 1;
             }
@@ -195,9 +196,7 @@ impl FireSchedule {
             Some((k, _)) if Arc::ptr_eq(&k.0, &job) => {}
             Some((k, &next)) if k.0.revision == job.revision && k.0.spec == job.spec => {
                 // Adopt this load's copy, so only one generation of definitions lives.
-                let delay = self.delays.get(&name).copied();
                 self.remove(&name);
-                self.restore(&name, delay);
                 self.put(job, next);
             }
             Some((_, prev)) => {
@@ -205,10 +204,11 @@ impl FireSchedule {
                 // (not yet fired) instant up to now are owed under the misfire rules, so
                 // an edit landing around a fire never loses it.
                 let after = prev.map_or(now, |n| n - Duration::milliseconds(1));
-                let delay = self.delays.get(&name).copied().filter(|_| waits);
+                if !waits {
+                    self.delays.remove(&name);
+                }
                 self.remove(&name);
-                self.restore(&name, delay);
-                if matches!(delay, Some(Delay::Waiting(_))) {
+                if matches!(self.delays.get(&name), Some(Delay::Waiting(_))) {
                     self.put(job, None);
                     return;
                 }
@@ -267,12 +267,6 @@ impl FireSchedule {
         }
         let next = schedule_of(&self.calendars, &self.delays, &job).next_after(now);
         self.put(job, next);
-    }
-
-    fn restore(&mut self, name: &str, delay: Option<Delay>) {
-        if let Some(d) = delay {
-            self.delays.insert(name.to_string(), d);
-        }
     }
 
     /// The `FIXED_DELAY` jobs waiting for a fire to end, each with the fire's instant.
@@ -406,11 +400,11 @@ impl FireSchedule {
             return;
         }
         let job = key.0.clone();
-        self.remove(job.name().as_str());
-        if let Some(Delay::From(from)) = delay {
-            self.delays
-                .insert(job.name().to_string(), Delay::From(from));
+        if let Some(Delay::Waiting(_)) = delay {
+            // The fire waited for is the one withdrawn: it is owed again, not waited for.
+            self.delays.remove(job.name().as_str());
         }
+        self.remove(job.name().as_str());
         self.put(job, Some(at));
     }
 
@@ -421,9 +415,9 @@ impl FireSchedule {
         self.entries.insert(ByName(job), next);
     }
 
-    /// Drops a job's entry (and where it stood between fires); `true` when it had one.
+    /// Drops a job's queue entry (where a `FIXED_DELAY` job stands between fires is kept);
+    /// `true` when it had one.
     fn remove(&mut self, name: &str) -> bool {
-        self.delays.remove(name);
         let Some((key, next)) = self.entries.remove_entry(name) else {
             return false;
         };
