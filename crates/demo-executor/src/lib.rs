@@ -74,7 +74,10 @@ pub fn handlers(executor: JobExecutor) -> JobExecutor {
         .background_handler("slow", |ctx: JobContext| async move {
             let seconds = params(&ctx).seconds.unwrap_or(30);
             tracing::info!(seconds, "working in the background");
-            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            for done in 1..=seconds {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                tracing::info!("worked {done} of {seconds} s");
+            }
             JobResult::success(format!("worked {seconds}s"))
         })
         .handler("sleep", |ctx: JobContext| async move {

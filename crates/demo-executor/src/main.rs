@@ -7,10 +7,14 @@
 //! - `NACOS_SERVER_ADDR` (optional): register in Nacos as `DEMO_SERVICE` (default
 //!   `demo-executor`) at `DEMO_ADVERTISE_IP`:port; `NACOS_NAMESPACE`, `NACOS_USERNAME`,
 //!   `NACOS_PASSWORD`
-//! - `LOG_FORMAT=json` for JSON logs; `RUST_LOG`
+//! - `LOG_FORMAT=json` for JSON logs; `RUST_LOG`. What a handler logs also goes to the
+//!   scheduler, shown on the execution's page.
 
 use jobflow_executor::JobExecutor;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
@@ -20,16 +24,26 @@ fn env(name: &str) -> Option<String> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
+    // What a handler logs at INFO and above goes to the scheduler through the SDK's layer,
+    // whatever RUST_LOG lets through to stdout.
+    let logs = tracing_subscriber::registry()
+        .with(jobflow_executor::logs::layer().with_filter(LevelFilter::INFO));
     if env("LOG_FORMAT").as_deref() == Some("json") {
-        fmt.json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .init();
+        logs.with(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .flatten_event(true)
+                .with_current_span(true)
+                .with_filter(filter),
+        )
+        .init();
     } else {
-        fmt.init();
+        logs.with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(ansi)
+                .with_filter(filter),
+        )
+        .init();
     }
     let executor = match (
         env("JOBFLOW_SIGNING_SECRET"),

@@ -1,0 +1,3 @@
+module jobflow/executor
+
+go 1.19

@@ -1,0 +1,251 @@
+package executor
+
+// What a handler logs, captured per execution and shipped to the scheduler
+// (docs/executor-protocol.md, "Shipping logs").
+//
+// A handler logs through its context: ctx.Log(level, format, args...), or ctx.Logger(), a
+// *log.Logger whose lines are INFO. Each execution keeps at most its bound (1 MiB by default,
+// WithLogBound) of messages; what comes beyond is counted, and a last line says how much was
+// dropped. A goroutine per execution ships what was logged every second while the handler
+// runs and the rest with the log's end once it has finished, in order, each line numbered so
+// a batch sent again after a lost answer is stored once; a failed batch is sent again with a
+// growing wait, for up to ten minutes after the end. A handler that logged nothing sends
+// nothing. Logging appends to a buffer under a short lock: a handler never waits for its log.
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Log levels of ctx.Log.
+const (
+	Trace = "TRACE"
+	Debug = "DEBUG"
+	Info  = "INFO"
+	Warn  = "WARN"
+	Error = "ERROR"
+)
+
+// DefaultLogBound is how many bytes of log messages an execution keeps by default.
+const DefaultLogBound = 1024 * 1024
+
+const (
+	shipEvery   = time.Second
+	retryAtMost = 30 * time.Second
+	giveUpAfter = 10 * time.Minute
+	batchLines  = 500
+	// batchBytes bounds the serialised lines of a batch: the scheduler takes bodies of at most
+	// 1 MiB, and one line (16,384 characters, escaped) always fits.
+	batchBytes = 512 * 1024
+	lineChars  = 16 * 1024
+)
+
+// WithLogBound sets how many bytes of log messages each execution keeps and ships (0: none).
+func WithLogBound(bytes int) Option { return func(e *Executor) { e.logBound = bytes } }
+
+type logLine struct {
+	Seq     int64  `json:"seq"`
+	At      string `json:"at"`
+	Level   string `json:"level"`
+	Message string `json:"message"`
+}
+
+type logEnd struct {
+	Lines        int64 `json:"lines"`
+	DroppedBytes int64 `json:"droppedBytes"`
+}
+
+// capture is one execution's log: appended to by the handler, drained by its shipper.
+type capture struct {
+	bound   int
+	mu      sync.Mutex
+	pending []logLine
+	seq     int64
+	kept    int
+	dropped int
+	ended   bool
+	wake    chan struct{}
+}
+
+func newCapture(bound int) *capture {
+	return &capture{bound: bound, wake: make(chan struct{}, 1)}
+}
+
+func (c *capture) push(level, message string) {
+	if c == nil {
+		return
+	}
+	if len(message) > lineChars {
+		message = message[:lineChars]
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return
+	}
+	if c.kept+len(message) > c.bound {
+		c.dropped += len(message)
+		return
+	}
+	c.kept += len(message)
+	c.seq++
+	c.pending = append(c.pending, logLine{c.seq, time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), level, message})
+}
+
+func (c *capture) end() {
+	c.mu.Lock()
+	if c.dropped > 0 {
+		c.seq++
+		c.pending = append(c.pending, logLine{c.seq, time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), Warn,
+			fmt.Sprintf("%d bytes of log dropped: past this execution's bound of %d bytes", c.dropped, c.bound)})
+	}
+	c.ended = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next is the next batch to send (kept until shipped), and the end when it goes with it.
+func (c *capture) next() ([]logLine, *logEnd, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var lines []logLine
+	size := 0
+	for _, l := range c.pending {
+		b, _ := json.Marshal(l)
+		size += len(b)
+		if len(lines) == batchLines || (size > batchBytes && len(lines) > 0) {
+			break
+		}
+		lines = append(lines, l)
+	}
+	var end *logEnd
+	if c.ended && len(lines) == len(c.pending) {
+		end = &logEnd{Lines: c.seq, DroppedBytes: int64(c.dropped)}
+	}
+	return lines, end, c.ended
+}
+
+func (c *capture) shipped(through int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := 0
+	for i < len(c.pending) && c.pending[i].Seq <= through {
+		i++
+	}
+	c.pending = c.pending[i:]
+}
+
+// Log adds a line to this execution's log (level: Trace, Debug, Info, Warn or Error).
+func (c *Context) Log(level, format string, args ...interface{}) {
+	c.log.push(level, fmt.Sprintf(format, args...))
+}
+
+// Logger is a *log.Logger writing INFO lines into this execution's log.
+func (c *Context) Logger() *log.Logger {
+	return log.New(logWriter{c.log}, "", 0)
+}
+
+type logWriter struct{ c *capture }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.c.push(Info, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// logURL is where an execution's log goes: beside its reportUrl (…/result → …/logs).
+func logURL(reportURL string) string {
+	if strings.HasSuffix(reportURL, "/result") {
+		return strings.TrimSuffix(reportURL, "/result") + "/logs"
+	}
+	return ""
+}
+
+// spreadOf is how long the last batch of traceID waits after its execution's end: spread
+// over shipEvery by a hash of the trace id (FNV-1a, as every JobFlow SDK does).
+func spreadOf(traceID string) time.Duration {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(traceID); i++ {
+		h = (h ^ uint64(traceID[i])) * 0x100000001b3
+	}
+	return shipEvery * time.Duration(h%1000) / 1000
+}
+
+// shipLog sends c to target until its end has been taken (or given up on).
+func (e *Executor) shipLog(target, traceID string, c *capture) {
+	failures := 0
+	var endedAt time.Time
+	spread := false
+	for {
+		lines, end, ended := c.next()
+		if ended && endedAt.IsZero() {
+			endedAt = time.Now()
+		}
+		if end != nil && end.Lines == 0 {
+			return // nothing was logged: nothing is sent
+		}
+		if end != nil && !spread {
+			// Executions that end together would ship their last batches together, in the
+			// scheduler's busiest moment: the last batch waits a share of a second.
+			spread = true
+			time.Sleep(spreadOf(traceID))
+			continue
+		}
+		if len(lines) == 0 && end == nil {
+			select {
+			case <-c.wake:
+			case <-time.After(shipEvery):
+			}
+			continue
+		}
+		body, _ := json.Marshal(struct {
+			Lines []logLine `json:"lines"`
+			End   *logEnd   `json:"end,omitempty"`
+		}{lines, end})
+		status := e.postSigned(target, traceID, body)
+		switch {
+		case status == http.StatusOK:
+			failures = 0
+			if len(lines) > 0 {
+				c.shipped(lines[len(lines)-1].Seq)
+			}
+			if end != nil {
+				return
+			}
+			if !ended {
+				select {
+				case <-c.wake:
+				case <-time.After(shipEvery):
+				}
+			}
+		case status >= 400 && status < 500:
+			e.logger.Printf("jobflow executor: log of %s refused with %d; dropped", traceID, status)
+			return
+		default:
+			if ended && time.Since(endedAt) > giveUpAfter {
+				e.logger.Printf("jobflow executor: log of %s could not be shipped; dropped", traceID)
+				return
+			}
+			failures++
+			wait := time.Duration(250<<uint(minInt(failures, 10))) * time.Millisecond
+			if wait > retryAtMost {
+				wait = retryAtMost
+			}
+			time.Sleep(wait)
+		}
+	}
+}
+
+func minInt(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}

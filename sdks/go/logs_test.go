@@ -1,0 +1,154 @@
+package executor
+
+// Per-execution logs: what a handler logs reaches the scheduler's log endpoint in order,
+// signed, with the end; the bound drops and says so; a handler that logs nothing sends nothing.
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type logBatch struct {
+	Lines []logLine `json:"lines"`
+	End   *logEnd   `json:"end"`
+}
+
+type logScheduler struct {
+	mu      sync.Mutex
+	batches []logBatch
+	signed  bool
+	srv     *httptest.Server
+}
+
+func newLogScheduler(t *testing.T) *logScheduler {
+	s := &logScheduler{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var b logBatch
+		_ = json.Unmarshal(body, &b)
+		ok := Verify([]byte(secret), r.Method, r.URL.EscapedPath(), r.Header, r.Header.Get("X-Trace-Id"), body, time.Now())
+		s.mu.Lock()
+		if strings.HasSuffix(r.URL.Path, "/logs") {
+			s.batches = append(s.batches, b)
+			s.signed = ok
+		}
+		s.mu.Unlock()
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte("{}"))
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *logScheduler) report(trace string) string {
+	return s.srv.URL + "/api/v1/jobs/executions/" + trace + "/result"
+}
+
+func (s *logScheduler) ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.batches) > 0 && s.batches[len(s.batches)-1].End != nil
+}
+
+func TestWhatAHandlerLogsReachesTheSchedulerInOrderSignedWithTheEnd(t *testing.T) {
+	s := newLogScheduler(t)
+	ex := New(secret, quiet())
+	ex.Handle("work", func(ctx *Context) (string, error) {
+		ctx.Log(Info, "loading %d orders", 300)
+		ctx.Logger().Printf("order %d skipped", 17)
+		ctx.Log(Error, "order 42 failed")
+		return "done", nil
+	})
+	rec := signed(ex, "POST", "/internal/job/work", "l1", callBody("l1", 30, map[string]interface{}{"reportUrl": s.report("l1")}))
+	if rec.Code != 200 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.ended() {
+		if time.Now().After(deadline) {
+			t.Fatal("no end shipped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var got []string
+	for _, b := range s.batches {
+		for _, l := range b.Lines {
+			got = append(got, strings.Join([]string{l.Level, l.Message}, " "))
+		}
+	}
+	want := []string{"INFO loading 300 orders", "INFO order 17 skipped", "ERROR order 42 failed"}
+	if strings.Join(got, "|") != strings.Join(want, "|") || *s.batches[len(s.batches)-1].End != (logEnd{3, 0}) || !s.signed {
+		t.Fatalf("got %v end %+v signed %v", got, s.batches[len(s.batches)-1].End, s.signed)
+	}
+}
+
+func TestAHandlerThatLogsNothingSendsNothing(t *testing.T) {
+	s := newLogScheduler(t)
+	ex := New(secret, quiet())
+	ex.Handle("work", func(ctx *Context) (string, error) { return "done", nil })
+	signed(ex, "POST", "/internal/job/work", "q1", callBody("q1", 30, map[string]interface{}{"reportUrl": s.report("q1")}))
+	time.Sleep(1500 * time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.batches) != 0 {
+		t.Fatalf("batches %v", s.batches)
+	}
+}
+
+func TestPastItsBoundAnExecutionCountsWhatItDroppedAndSaysSoLast(t *testing.T) {
+	c := newCapture(10)
+	for _, m := range []string{"12345", "123456", "12345"} {
+		c.push(Info, m)
+	}
+	c.end()
+	c.push(Info, "after the end")
+	lines, end, _ := c.next()
+	var got []string
+	for _, l := range lines {
+		got = append(got, l.Message)
+	}
+	want := "12345|12345|6 bytes of log dropped: past this execution's bound of 10 bytes"
+	if strings.Join(got, "|") != want || *end != (logEnd{3, 6}) {
+		t.Fatalf("got %v end %+v", got, end)
+	}
+}
+
+func TestABatchStaysUnderTheSchedulersBodyLimitWhateverItsLines(t *testing.T) {
+	// The whole 1 MiB bound logged at once, in long lines that JSON escapes six-fold.
+	c := newCapture(DefaultLogBound)
+	for i := 0; i < 64; i++ {
+		c.push("INFO", strings.Repeat("\x01", lineChars))
+	}
+	c.end()
+	shipped := 0
+	for shipped < 64 {
+		lines, end, _ := c.next()
+		body, _ := json.Marshal(logBatch{Lines: lines, End: end})
+		if len(body) >= 1024*1024 {
+			t.Fatalf("a batch of %d bytes", len(body))
+		}
+		shipped += len(lines)
+		c.shipped(lines[len(lines)-1].Seq)
+	}
+	if shipped != 64 {
+		t.Fatalf("shipped %d lines", shipped)
+	}
+}
+
+func TestTheLastBatchWaitsAShareOfASecondSetByTheTraceID(t *testing.T) {
+	// The same vector in every SDK: the spread is the FNV-1a hash of the trace id.
+	if got := spreadOf("4bf92f3577b34da6a3ce929d0e0e4736"); got != 618*time.Millisecond {
+		t.Fatalf("spread %v", got)
+	}
+	if got := spreadOf("a"); got != 996*time.Millisecond {
+		t.Fatalf("spread %v", got)
+	}
+}

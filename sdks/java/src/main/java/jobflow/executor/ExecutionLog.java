@@ -1,0 +1,113 @@
+package jobflow.executor;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.temporal.ChronoUnit;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One execution's log (docs/executor-protocol.md, "Shipping logs"): appended to by the
+ * handler through {@link JobContext#log(String, String)}, drained in batches by its shipper.
+ * At most its bound of message bytes is kept; what comes beyond is counted, and a last line
+ * says how much was dropped.
+ */
+final class ExecutionLog {
+    static final int DEFAULT_BOUND = 1024 * 1024;
+    static final int BATCH_LINES = 500;
+    /** Bytes of serialised lines per batch: the scheduler takes bodies of at most 1 MiB, and one line (16,384 characters, escaped) always fits. */
+    static final int BATCH_BYTES = 512 * 1024;
+    static final int LINE_CHARS = 16 * 1024;
+
+    private final int bound;
+    private final List<Map<String, Object>> pending = new ArrayList<>();
+    private long seq;
+    private long kept;
+    private long dropped;
+    private boolean ended;
+
+    ExecutionLog(int bound) {
+        this.bound = bound;
+    }
+
+    synchronized void push(String level, String message) {
+        if (ended) {
+            return;
+        }
+        String text = message.length() > LINE_CHARS ? message.substring(0, LINE_CHARS) : message;
+        int size = text.getBytes(StandardCharsets.UTF_8).length;
+        if (kept + size > bound) {
+            dropped += size;
+            return;
+        }
+        kept += size;
+        pending.add(line(++seq, level, text));
+    }
+
+    synchronized void end() {
+        if (dropped > 0) {
+            pending.add(line(++seq, "WARN", dropped + " bytes of log dropped: past this execution's bound of " + bound + " bytes"));
+        }
+        ended = true;
+        notifyAll();
+    }
+
+    synchronized boolean isEnded() {
+        return ended;
+    }
+
+    /** Waits up to {@code millis} for the end. */
+    synchronized void idle(long millis) throws InterruptedException {
+        if (!ended) {
+            wait(millis);
+        }
+    }
+
+    /** Milliseconds the last batch of {@code traceId} waits after its execution's end: spread over a second by a hash of the trace id (FNV-1a, as every JobFlow SDK does). */
+    static long spreadMillis(String traceId) {
+        long h = 0xcbf29ce484222325L;
+        for (byte b : traceId.getBytes(StandardCharsets.UTF_8)) {
+            h = (h ^ (b & 0xff)) * 0x100000001b3L;
+        }
+        return Long.remainderUnsigned(h, 1000);
+    }
+
+    /** The next batch to send (kept until shipped), with the end when it goes with it; null when there is nothing to send yet. */
+    synchronized Map<String, Object> next() {
+        List<Map<String, Object>> lines = new ArrayList<>();
+        long size = 0;
+        for (Map<String, Object> line : pending.subList(0, Math.min(BATCH_LINES, pending.size()))) {
+            size += Json.write(line).getBytes(StandardCharsets.UTF_8).length;
+            if (size > BATCH_BYTES && !lines.isEmpty()) {
+                break;
+            }
+            lines.add(line);
+        }
+        Map<String, Object> batch = new LinkedHashMap<>();
+        batch.put("lines", lines);
+        if (ended && lines.size() == pending.size()) {
+            Map<String, Object> end = new LinkedHashMap<>();
+            end.put("lines", seq);
+            end.put("droppedBytes", dropped);
+            batch.put("end", end);
+        } else if (lines.isEmpty()) {
+            return null;
+        }
+        return batch;
+    }
+
+    synchronized void shipped(long through) {
+        pending.removeIf(l -> (Long) l.get("seq") <= through);
+    }
+
+    private static Map<String, Object> line(long seq, String level, String message) {
+        Map<String, Object> l = new LinkedHashMap<>();
+        l.put("seq", seq);
+        l.put("at", Instant.now().truncatedTo(ChronoUnit.MILLIS).toString());
+        l.put("level", level);
+        l.put("message", message);
+        return l;
+    }
+}

@@ -1,0 +1,141 @@
+// What a handler logs, captured per execution and shipped to the scheduler
+// (docs/executor-protocol.md, "Shipping logs").
+//
+// A handler logs through its context: ctx.log(message, level = 'INFO'). Each execution keeps
+// at most its bound (1 MiB by default, the executor's `logBound`) of messages; what comes
+// beyond is counted, and a last line says how much was dropped. What was logged goes to the
+// scheduler every second while the handler runs and the rest with the log's end once it has
+// finished, in order, each line numbered so a batch sent again after a lost answer is stored
+// once; a failed batch is sent again with a growing wait, for up to ten minutes after the end.
+// A handler that logged nothing sends nothing. Logging appends to an array: a handler never
+// waits for its log, and the shipping timers never keep the process alive.
+
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export const DEFAULT_LOG_BOUND = 1024 * 1024;
+const SHIP_EVERY_MS = 1000;
+const RETRY_AT_MOST_MS = 30_000;
+const GIVE_UP_AFTER_MS = 600_000;
+const BATCH_LINES = 500;
+// Bytes of serialised lines per batch: the scheduler takes bodies of at most 1 MiB, and one
+// line (16,384 characters, escaped) always fits.
+const BATCH_BYTES = 512 * 1024;
+const LINE_CHARS = 16 * 1024;
+const LEVELS = new Set(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']);
+
+/** One execution's log: appended to by the handler, drained by its shipper. */
+export class Capture {
+  constructor(bound = DEFAULT_LOG_BOUND) {
+    this.bound = bound;
+    this.pending = [];
+    this.seq = 0;
+    this.kept = 0;
+    this.dropped = 0;
+    this.ended = false;
+    this.wake = null;
+  }
+
+  push(level, message) {
+    if (this.ended) return;
+    const text = String(message).slice(0, LINE_CHARS);
+    const size = Buffer.byteLength(text);
+    if (this.kept + size > this.bound) {
+      this.dropped += size;
+      return;
+    }
+    this.kept += size;
+    this.seq += 1;
+    this.pending.push({ seq: this.seq, at: new Date().toISOString(), level: LEVELS.has(level) ? level : 'INFO', message: text });
+  }
+
+  end() {
+    if (this.dropped > 0) {
+      this.seq += 1;
+      this.pending.push({
+        seq: this.seq, at: new Date().toISOString(), level: 'WARN',
+        message: `${this.dropped} bytes of log dropped: past this execution's bound of ${this.bound} bytes`,
+      });
+    }
+    this.ended = true;
+    this.wake?.();
+  }
+
+  /** The next batch to send (kept until `shipped`), and the end when it goes with it. */
+  next() {
+    const lines = [];
+    let size = 0;
+    for (const line of this.pending.slice(0, BATCH_LINES)) {
+      size += Buffer.byteLength(JSON.stringify(line));
+      if (size > BATCH_BYTES && lines.length > 0) break;
+      lines.push(line);
+    }
+    const end = this.ended && lines.length === this.pending.length
+      ? { lines: this.seq, droppedBytes: this.dropped } : null;
+    return { lines, end };
+  }
+
+  shipped(through) {
+    this.pending = this.pending.filter((l) => l.seq > through);
+  }
+
+  async idle(ms) {
+    await Promise.race([sleep(ms, undefined, { ref: false }), new Promise((r) => { this.wake = r; })]);
+    this.wake = null;
+  }
+}
+
+/** Where an execution's log goes: beside its reportUrl (…/result → …/logs). */
+export function logUrl(reportUrl) {
+  return reportUrl.endsWith('/result') ? `${reportUrl.slice(0, -'/result'.length)}/logs` : null;
+}
+
+/** Ships `capture` with `post(body) → status|null` until its end has been taken. */
+/**
+ * Milliseconds the last batch of `traceId` waits after its execution's end: spread over
+ * SHIP_EVERY_MS by a hash of the trace id (FNV-1a, as every JobFlow SDK does).
+ */
+export function spreadOf(traceId) {
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(traceId)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return Number(h % 1000n) * SHIP_EVERY_MS / 1000;
+}
+
+export async function ship(capture, traceId, post, warn) {
+  let failures = 0;
+  let endedAt = null;
+  let spread = false;
+  for (;;) {
+    if (capture.ended && endedAt === null) endedAt = Date.now();
+    const { lines, end } = capture.next();
+    if (end && end.lines === 0) return; // nothing was logged: nothing is sent
+    if (end && !spread) {
+      // Executions that end together would ship their last batches together, in the
+      // scheduler's busiest moment: the last batch waits a share of a second.
+      spread = true;
+      await sleep(spreadOf(traceId), undefined, { ref: false });
+      continue;
+    }
+    if (lines.length === 0 && !end) {
+      await capture.idle(SHIP_EVERY_MS);
+      continue;
+    }
+    const body = Buffer.from(JSON.stringify(end ? { lines, end } : { lines }));
+    const status = await post(body);
+    if (status === 200) {
+      failures = 0;
+      if (lines.length > 0) capture.shipped(lines[lines.length - 1].seq);
+      if (end) return;
+      if (!capture.ended) await capture.idle(SHIP_EVERY_MS);
+    } else if (status !== null && status >= 400 && status < 500) {
+      warn?.(`jobflow executor: log refused with ${status}; dropped`);
+      return;
+    } else {
+      if (endedAt !== null && Date.now() - endedAt > GIVE_UP_AFTER_MS) {
+        warn?.('jobflow executor: log could not be shipped; dropped');
+        return;
+      }
+      failures += 1;
+      await sleep(Math.min(250 * 2 ** Math.min(failures, 10), RETRY_AT_MOST_MS), undefined, { ref: false });
+    }
+  }
+}

@@ -1,0 +1,120 @@
+// Registration in a real Nacos server (rnacos, found through $RNACOS_BIN as the other suites
+// find it).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { NacosError, NacosRegistration } from '../src/index.js';
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function startRnacos(t, auth) {
+  const bin = process.env.RNACOS_BIN;
+  if (!bin) {
+    if (process.env.CI) assert.fail('RNACOS_BIN is not set (scripts/conformance.sh sets it)');
+    t.skip('RNACOS_BIN is not set: the Nacos registration tests need rnacos');
+    return null;
+  }
+  let port = await freePort();
+  while (port + 1000 > 65535) port = await freePort();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rnacos-'));
+  const env = {
+    ...process.env, RNACOS_HTTP_PORT: String(port), RNACOS_GRPC_PORT: String(port + 1000),
+    RNACOS_HTTP_CONSOLE_PORT: String(await freePort()), RNACOS_DATA_DIR: path.join(dir, 'data'), RUST_LOG: 'warn',
+  };
+  if (auth) Object.assign(env, { RNACOS_ENABLE_OPEN_API_AUTH: 'true', RNACOS_INIT_ADMIN_USERNAME: auth[0], RNACOS_INIT_ADMIN_PASSWORD: auth[1] });
+  const child = spawn(bin, [], { cwd: dir, env, stdio: 'ignore' });
+  t.after(() => { child.kill('SIGKILL'); rmSync(dir, { recursive: true, force: true }); });
+  const nacos = {
+    addr: `127.0.0.1:${port}`,
+    async hosts(service) {
+      const q = new URLSearchParams({ serviceName: service });
+      if (auth) {
+        const login = await fetch(`http://${this.addr}/nacos/v1/auth/login`, { method: 'POST', body: new URLSearchParams({ username: auth[0], password: auth[1] }) });
+        q.set('accessToken', (await login.json()).accessToken);
+      }
+      const answer = await fetch(`http://${this.addr}/nacos/v1/ns/instance/list?${q}`);
+      if (!answer.ok) throw new Error(`${answer.status}`);
+      return (await answer.json()).hosts;
+    },
+  };
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      await nacos.hosts('nobody');
+      return nacos;
+    } catch (e) {
+      if (Date.now() > deadline) throw new Error(`rnacos did not answer: ${e.message}`);
+      await sleep(100);
+    }
+  }
+}
+
+async function waitFor(what, check) {
+  const deadline = Date.now() + 10_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+test('the instance is listed with its prefix and leaves on close', async (t) => {
+  const nacos = await startRnacos(t);
+  if (!nacos) return;
+  const registration = await new NacosRegistration({ serverAddr: nacos.addr, serviceName: 'orders', ip: '127.0.0.1', port: 18323, pathPrefix: '/jobs' }).start();
+  const hosts = await nacos.hosts('orders');
+  assert.deepEqual(hosts.map((h) => [h.ip, h.port, h.healthy, h.ephemeral, h.metadata]),
+    [['127.0.0.1', 18323, true, true, { 'jobflow.path-prefix': '/jobs' }]]);
+  await registration.close();
+  await waitFor('the instance to leave', async () => (await nacos.hosts('orders')).length === 0);
+});
+
+test('a forgotten instance registers again on its next beat, through a second address', async (t) => {
+  const nacos = await startRnacos(t);
+  if (!nacos) return;
+  const dead = `127.0.0.1:${await freePort()}`;
+  const registration = await new NacosRegistration({ serverAddr: `${dead},${nacos.addr}`, serviceName: 'kept', ip: '127.0.0.1', port: 18325, logger: { info() {}, warn() {} } }).start();
+  try {
+    assert.deepEqual((await nacos.hosts('kept')).map((h) => h.metadata), [{}]);
+    await fetch(`http://${nacos.addr}/nacos/v1/ns/instance?serviceName=kept&ip=127.0.0.1&port=18325&ephemeral=true`, { method: 'DELETE' });
+    assert.deepEqual(await nacos.hosts('kept'), []);
+    // The next beat (rnacos asks for one every 5 s) finds it forgotten.
+    await waitFor('registered again', async () => (await nacos.hosts('kept')).length === 1);
+  } finally {
+    await registration.close();
+  }
+});
+
+test('with authentication a wrong password is refused and the right one registers', async (t) => {
+  const nacos = await startRnacos(t, ['jobflow', 's3cret-pass']);
+  if (!nacos) return;
+  await assert.rejects(
+    new NacosRegistration({ serverAddr: nacos.addr, serviceName: 'secured', ip: '127.0.0.1', port: 18327, username: 'jobflow', password: 'wrong' }).start(),
+    (e) => e instanceof NacosError && /login refused/.test(e.message),
+  );
+  const registration = await new NacosRegistration({ serverAddr: nacos.addr, serviceName: 'secured', ip: '127.0.0.1', port: 18327, username: 'jobflow', password: 's3cret-pass' }).start();
+  try {
+    assert.deepEqual((await nacos.hosts('secured')).map((h) => h.port), [18327]);
+  } finally {
+    await registration.close();
+  }
+});
+
+test('an unreachable Nacos fails the start naming it', async () => {
+  const dead = `127.0.0.1:${await freePort()}`;
+  await assert.rejects(
+    new NacosRegistration({ serverAddr: dead, serviceName: 'nowhere', ip: '127.0.0.1', port: 1, timeoutMs: 1000 }).start(),
+    (e) => e instanceof NacosError && e.message.includes(dead),
+  );
+});

@@ -1,0 +1,148 @@
+"""What a handler logs, captured per execution and shipped to the scheduler
+(docs/executor-protocol.md, "Shipping logs").
+
+Capture: while a handler runs, the records the standard `logging` module lets through (the
+service's logging configuration decides the levels) that are emitted in the handler's own
+context (its task, or its worker thread) are copied into its execution's log, and so is
+`ctx.log(message, level)`. Each execution keeps at most its bound (1 MiB by default) of
+messages; what comes beyond is counted, and a last line says how much was dropped.
+
+Ship: what was logged goes to the scheduler every second while the handler runs and the rest
+with the log's end once it has finished, in order, each line numbered so a batch sent again
+after a lost answer is stored once; a failed batch is sent again with a growing wait, for up to
+ten minutes after the end. A handler that logged nothing sends nothing. Logging only appends to
+a buffer under a short lock: a handler never waits for its log.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import threading
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Optional, Tuple
+
+DEFAULT_BOUND = 1024 * 1024
+SHIP_EVERY = 1.0
+RETRY_AT_MOST = 30.0
+GIVE_UP_AFTER = 600.0
+_BATCH_LINES = 500
+# Bytes of serialised lines per batch: the scheduler takes bodies of at most 1 MiB, and one
+# line (16,384 characters, escaped) always fits.
+_BATCH_BYTES = 512 * 1024
+_LINE_CHARS = 16 * 1024
+
+_LEVELS = [(logging.ERROR, "ERROR"), (logging.WARNING, "WARN"), (logging.INFO, "INFO"),
+           (logging.DEBUG, "DEBUG")]
+
+#: The log of the execution whose handler runs in this context.
+current: contextvars.ContextVar[Optional["Capture"]] = contextvars.ContextVar(
+    "jobflow_execution_log", default=None)
+
+
+def level_name(level: int) -> str:
+    for threshold, name in _LEVELS:
+        if level >= threshold:
+            return name
+    return "TRACE"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Capture:
+    """One execution's log: appended to by the handler, drained by its shipper."""
+
+    def __init__(self, bound: int = DEFAULT_BOUND) -> None:
+        self.bound = bound
+        self._lock = threading.Lock()
+        self._pending: List[Dict[str, Any]] = []
+        self._seq = 0
+        self._kept = 0
+        self.dropped = 0
+        self.ended = False
+
+    def push(self, level: str, message: str) -> None:
+        message = message[:_LINE_CHARS]
+        size = len(message.encode("utf-8"))
+        with self._lock:
+            if self.ended:
+                return
+            if self._kept + size > self.bound:
+                self.dropped += size
+                return
+            self._kept += size
+            self._seq += 1
+            self._pending.append({"seq": self._seq, "at": _now(), "level": level,
+                                  "message": message})
+
+    def end(self) -> None:
+        with self._lock:
+            if self.dropped:
+                self._seq += 1
+                self._pending.append({
+                    "seq": self._seq, "at": _now(), "level": "WARN",
+                    "message": f"{self.dropped} bytes of log dropped: past this execution's "
+                               f"bound of {self.bound} bytes"})
+            self.ended = True
+
+    def next_batch(self) -> Tuple[List[Dict[str, Any]], Optional[Dict[str, int]]]:
+        """The next batch to send (kept until `shipped`), and the end when it goes with it."""
+        with self._lock:
+            lines: List[Dict[str, Any]] = []
+            size = 0
+            for line in self._pending[:_BATCH_LINES]:
+                size += len(json.dumps(line))
+                if size > _BATCH_BYTES and lines:
+                    break
+                lines.append(line)
+            end = None
+            if self.ended and len(lines) == len(self._pending):
+                end = {"lines": self._seq, "droppedBytes": self.dropped}
+            return list(lines), end
+
+    def shipped(self, through: int) -> None:
+        with self._lock:
+            self._pending = [line for line in self._pending if line["seq"] > through]
+
+
+class CaptureHandler(logging.Handler):
+    """A `logging` handler copying records emitted inside a handler into its execution's
+    log. `JobExecutor` puts one on the root logger."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        capture = current.get()
+        if capture is None or record.name.startswith("jobflow_executor"):
+            return
+        try:
+            message = record.getMessage()
+            if record.exc_info:
+                message = message + "\n" + logging.Formatter().formatException(record.exc_info)
+        except Exception:  # a record that cannot be formatted is not the handler's fault
+            return
+        capture.push(level_name(record.levelno), message)
+
+
+def log_url(report_url: str) -> Optional[str]:
+    """Where an execution's log goes: beside its `reportUrl` (`…/result` → `…/logs`)."""
+    if report_url.endswith("/result"):
+        return report_url[: -len("/result")] + "/logs"
+    return None
+
+
+def spread_of(trace_id: str) -> float:
+    """Seconds the last batch of `trace_id` waits after its execution's end: spread over
+    `SHIP_EVERY` by a hash of the trace id (FNV-1a, as every JobFlow SDK does)."""
+    h = 0xcbf29ce484222325
+    for b in trace_id.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return SHIP_EVERY * (h % 1000) / 1000
+
+
+def batch_body(lines: List[Dict[str, Any]], end: Optional[Dict[str, int]]) -> bytes:
+    body: Dict[str, Any] = {"lines": lines}
+    if end is not None:
+        body["end"] = end
+    return json.dumps(body).encode()
