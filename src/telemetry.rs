@@ -10,14 +10,14 @@ use crate::config::{LogFormat, LogSettings};
 
 /// Installs the global subscriber. `RUST_LOG` wins over `log.level`.
 pub fn init(settings: &LogSettings) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(&settings.level))
-        // nacos-sdk's HTTP login logs the password at debug level: never let it through.
-        .add_directive(
-            "nacos_sdk::api::plugin::auth=info"
-                .parse()
-                .expect("a valid directive"),
-        );
+    let spec = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|s| EnvFilter::try_new(s).is_ok())
+        .unwrap_or_else(|| settings.level.clone());
+    let mut filter = EnvFilter::new(&spec);
+    for directive in nacos_sdk_directives(&spec) {
+        filter = filter.add_directive(directive.parse().expect("a valid directive"));
+    }
     // Colours only on a terminal: log files and collectors get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let builder = tracing_subscriber::fmt()
@@ -34,6 +34,24 @@ pub fn init(settings: &LogSettings) {
             .with_span_list(false)
             .try_init(),
     };
+}
+
+/// What JobFlow holds nacos-sdk to, on top of the configured level `spec`.
+///
+/// - Its HTTP login logs the password at debug level: never let it through, even where `spec`
+///   asks for more of nacos-sdk.
+/// - Unless `spec` names `nacos_sdk`: warnings and errors only. At info it writes a line for
+///   every cache save and request, which says nothing an operator needs.
+/// - Unless `spec` names `nacos_sdk`: nothing from its config worker. That worker re-reads a
+///   config after each push and logs an error every minute while the jobs document is absent
+///   (a removal it cannot pass on); JobFlow reads the document itself and logs its own failures
+///   (`config_center`).
+fn nacos_sdk_directives(spec: &str) -> &'static [&'static str] {
+    if spec.contains("nacos_sdk") {
+        &["nacos_sdk::api::plugin::auth=info"]
+    } else {
+        &["nacos_sdk=warn", "nacos_sdk::config::worker=off"]
+    }
 }
 
 /// The process-wide Prometheus recorder (installed once; every app in a process shares it).
@@ -85,4 +103,27 @@ pub fn metrics_handle() -> PrometheusHandle {
             handle
         })
         .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nacos_sdk_is_held_to_warnings_unless_the_level_names_it() {
+        assert_eq!(
+            nacos_sdk_directives("debug,sqlx=warn"),
+            ["nacos_sdk=warn", "nacos_sdk::config::worker=off"]
+        );
+        // Asked for by name: as asked, but never the login's debug line with the password.
+        assert_eq!(
+            nacos_sdk_directives("info,nacos_sdk=debug"),
+            ["nacos_sdk::api::plugin::auth=info"]
+        );
+        for spec in ["info", "nacos_sdk=trace"] {
+            for d in nacos_sdk_directives(spec) {
+                d.parse::<tracing_subscriber::filter::Directive>().unwrap();
+            }
+        }
+    }
 }

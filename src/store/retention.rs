@@ -115,6 +115,13 @@ impl SqlStore {
             .into_iter()
             .filter(|s| s.is_final())
             .map(|s| s.as_str());
+        // Handler logs go with their executions; a database that never stored one is not
+        // asked for them chunk after chunk.
+        let logs = self
+            .db
+            .fetch_optional(Sql::new("SELECT trace_id FROM job_execution_log LIMIT 1"))
+            .await?
+            .is_some();
         let mut from: Option<Key> = None;
         let mut purged = 0;
         loop {
@@ -127,18 +134,32 @@ impl SqlStore {
                 Some(row) => Some((row.at(0)?, row.at(1)?)),
                 None => None,
             };
-            let mut d = Sql::new("DELETE FROM job_execution WHERE");
-            range(&mut d, from);
-            if let Some((t, id)) = bound {
-                d.push(" AND (trigger_time < ")
-                    .bind(t)
-                    .push(" OR (trigger_time = ")
-                    .bind(t)
-                    .push(" AND id <= ")
-                    .bind(id)
-                    .push("))");
+            // This chunk: the final rows of the range up to the bound.
+            let this_chunk = |q: &mut Sql| {
+                range(q, from);
+                if let Some((t, id)) = bound {
+                    q.push(" AND (trigger_time < ")
+                        .bind(t)
+                        .push(" OR (trigger_time = ")
+                        .bind(t)
+                        .push(" AND id <= ")
+                        .bind(id)
+                        .push("))");
+                }
+                q.push(" AND status IN ").list(finals.clone());
+            };
+            if logs {
+                for table in ["job_execution_log", "job_execution_log_end"] {
+                    let mut l = Sql::new(&format!(
+                        "DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM job_execution WHERE"
+                    ));
+                    this_chunk(&mut l);
+                    l.push(")");
+                    self.db.execute(l).await?;
+                }
             }
-            d.push(" AND status IN ").list(finals.clone());
+            let mut d = Sql::new("DELETE FROM job_execution WHERE");
+            this_chunk(&mut d);
             let n = self.db.execute(d).await?;
             pace.purged.increment(n);
             purged += n;

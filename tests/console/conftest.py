@@ -118,6 +118,8 @@ token_env = "CONSOLE_OPERATOR_TOKEN"
 name = "vera"
 role = "viewer"
 token_env = "CONSOLE_VIEWER_TOKEN"
+[log]
+execution_link = "https://logs.example/explore?trace={{traceId}}"
 [executors.static]
 demo = ["127.0.0.1:{executor_port}"]
 [[calendars]]

@@ -425,6 +425,30 @@ def test_the_executors_page_shows_each_instance_with_its_last_call(page, server)
     assert done["status"] == "SUCCESS", done
 
 
+def test_an_execution_page_follows_the_handlers_log_while_it_runs(page, server):
+    server.create_job("log-tour", handler="slow", jobParams={"seconds": 4})
+    [run] = server.trigger("log-tour")
+    sign_in(page, server)
+    page.goto(f"{server.base}/ui/#/executions/{run['traceId']}")
+    log = page.get_by_role("log")
+    # Lines appear while the execution still runs, before its result.
+    expect(log).to_contain_text("working in the background")
+    expect(log).to_contain_text("worked 1 of 4 s")
+    assert server.execution(run["traceId"])["status"] == "RUNNING"
+    expect(page.get_by_text("Following the log while the execution runs")).to_be_visible()
+    # The same trace in the services' own log system (log.execution_link).
+    expect(page.get_by_role("link", name="All of this execution's logs in the log system")).to_have_attribute(
+        "href", f"https://logs.example/explore?trace={run['traceId']}")
+    # Then the whole log, in order, and the page says so.
+    expect(page.get_by_text("The whole log, lines: 5.")).to_be_visible(timeout=20_000)
+    lines = log.locator(".log-line").all_inner_texts()
+    assert [line.split(" INFO ", 1)[1] for line in lines] == [
+        "working in the background seconds=4", "worked 1 of 4 s", "worked 2 of 4 s",
+        "worked 3 of 4 s", "worked 4 of 4 s"], lines
+    _, api = server.call("GET", f"/api/v1/jobs/executions/{run['traceId']}/logs")
+    assert api["complete"] is True and len(api["lines"]) == 5, api
+
+
 def test_every_page(page, server):
     server.create_job("page-tour", description="Shown on every page")
     server.trigger("page-tour")
@@ -487,6 +511,9 @@ def test_every_page(page, server):
     expect(details).to_contain_text(done["executionId"])
     expect(details).to_contain_text("0–0 of 1")
     expect(page.get_by_role("heading", name="Retry chain")).to_be_visible()
+    # The demo's handler logs one line: the page shows the whole log.
+    expect(page.get_by_role("log")).to_contain_text("succeeding")
+    expect(page.get_by_text("The whole log, lines: 1.")).to_be_visible()
     screenshot(page, "execution")
 
     nav(page, "Cluster").click()

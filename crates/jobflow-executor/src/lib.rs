@@ -39,6 +39,7 @@
 //!   a synchronous call whose caller went away is reported the same way.
 
 mod ledger;
+pub mod logs;
 pub mod protocol;
 mod runtime;
 
@@ -179,6 +180,8 @@ pub struct JobExecutor {
     /// had it" from "restarted since".
     started_at: DateTime<Utc>,
     http: reqwest::Client,
+    /// Bytes of log messages each execution keeps ([`logs`]); 0 captures nothing.
+    log_bound: usize,
 }
 
 impl JobExecutor {
@@ -206,7 +209,15 @@ impl JobExecutor {
                 .timeout(Duration::from_secs(10))
                 .build()
                 .expect("HTTP client"),
+            log_bound: logs::DEFAULT_BOUND,
         }
+    }
+
+    /// How many bytes of log messages each execution keeps and ships to the scheduler
+    /// (default 1 MiB; 0 ships nothing). What a handler logs beyond it is counted, not kept.
+    pub fn log_bound(mut self, bytes: usize) -> Self {
+        self.log_bound = bytes;
+        self
     }
 
     /// Serves handlers under another prefix (announce it to the scheduler through the Nacos

@@ -15,6 +15,7 @@ use tokio::task::JoinError;
 use tracing::Instrument;
 
 use crate::ledger::{Admission, Cancellation};
+use crate::logs;
 use crate::protocol::{self, ExecutionState, ExecutorRequest, JobResult, StatusAnswer, headers};
 use crate::{JobContext, JobExecutor, Registered};
 
@@ -87,19 +88,9 @@ impl JobExecutor {
             return tracing::warn!(url, "report URL is not a URL");
         };
         for attempt in 0..5u32 {
-            let mut req = self
-                .http
-                .post(url)
-                .header("content-type", "application/json")
-                .header(headers::TRACE_ID, trace_id);
-            if let Some(secret) = &self.secret {
-                let ts = Utc::now().timestamp();
-                req = req.header(headers::TIMESTAMP, ts).header(
-                    headers::SIGNATURE,
-                    protocol::signature(secret, "POST", parsed.path(), ts, trace_id, &body),
-                );
-            }
-            match req.body(body.clone()).send().await {
+            let secret = self.secret.as_deref().map(Vec::as_slice);
+            let req = signed_post(&self.http, secret, &parsed, trace_id, body.clone());
+            match req.send().await {
                 // 409: the scheduler settled the execution already (compensation); done.
                 Ok(r) if r.status().is_success() || r.status() == StatusCode::CONFLICT => return,
                 Ok(r) => tracing::warn!(
@@ -115,6 +106,29 @@ impl JobExecutor {
             "result could not be reported; the scheduler's compensation will ask the status endpoint"
         );
     }
+}
+
+/// A POST of `body` to `url` for the execution `trace_id`, signed over the URL's path when
+/// there is a secret: result reports and log batches alike.
+pub(crate) fn signed_post(
+    http: &reqwest::Client,
+    secret: Option<&[u8]>,
+    url: &reqwest::Url,
+    trace_id: &str,
+    body: Vec<u8>,
+) -> reqwest::RequestBuilder {
+    let mut req = http
+        .post(url.clone())
+        .header("content-type", "application/json")
+        .header(headers::TRACE_ID, trace_id);
+    if let Some(secret) = secret {
+        let ts = Utc::now().timestamp();
+        req = req.header(headers::TIMESTAMP, ts).header(
+            headers::SIGNATURE,
+            protocol::signature(secret, "POST", url.path(), ts, trace_id, &body),
+        );
+    }
+    req.body(body)
 }
 
 /// `POST {prefix}/{handler}`: a call.
@@ -166,9 +180,20 @@ pub(crate) async fn execute(
     };
     let background = registered.background;
     let (answer_tx, answer_rx) = oneshot::channel();
+    let capture = logs::Capture::new(ex.log_bound);
+    if let Some(url) = logs::log_url(&request.report_url).filter(|_| ex.log_bound > 0) {
+        tokio::spawn(logs::ship(
+            ex.http.clone(),
+            ex.secret.as_ref().map(|s| s.to_vec()),
+            url,
+            request.trace_id.clone(),
+            capture.clone(),
+        ));
+    }
     let run = Run {
         ex: ex.clone(),
         registered,
+        capture,
         ctx: JobContext::from_request(request),
         cancel,
         done,
@@ -192,6 +217,8 @@ pub(crate) async fn execute(
 struct Run {
     ex: Arc<JobExecutor>,
     registered: Registered,
+    /// What the handler logs.
+    capture: Arc<logs::Capture>,
     ctx: JobContext,
     cancel: oneshot::Receiver<()>,
     done: watch::Sender<bool>,
@@ -204,6 +231,7 @@ impl Run {
         let Run {
             ex,
             registered,
+            capture,
             ctx,
             cancel,
             done,
@@ -212,7 +240,9 @@ impl Run {
         let span = tracing::info_span!("job", trace_id = %ctx.trace_id, job = %ctx.job_name, execution_id = %ctx.execution_id);
         let trace_id = ctx.trace_id.clone();
         let timeout = ctx.timeout_seconds;
-        let mut task = tokio::spawn((registered.run)(ctx).instrument(span.clone()));
+        let mut task = tokio::spawn(
+            logs::capturing(capture.clone(), (registered.run)(ctx)).instrument(span.clone()),
+        );
         let limit = async {
             match timeout {
                 0 => std::future::pending().await,
@@ -230,6 +260,7 @@ impl Run {
                 stopped(task.await, JobResult::cancelled())
             }
         };
+        capture.end();
         let recorded = ex
             .ledger
             .lock()

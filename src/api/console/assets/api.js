@@ -27,7 +27,17 @@ export function whenUnauthorized(handler) {
   onUnauthorized = handler;
 }
 
-export async function api(method, path, body) {
+/// As `api`, with the `rel="related"` link of the answer's `Link` header (or null).
+export async function apiWithLink(method, path) {
+  let link = null;
+  const json = await api(method, path, undefined, (resp) => {
+    const m = /<([^>]+)>\s*;\s*rel="related"/.exec(resp.headers.get('Link') || '');
+    link = m ? m[1] : null;
+  });
+  return { json, link };
+}
+
+export async function api(method, path, body, onResponse) {
   const headers = { Accept: 'application/json' };
   const t = token.get();
   if (t) headers.Authorization = `Bearer ${t}`;
@@ -37,6 +47,7 @@ export async function api(method, path, body) {
     init.body = JSON.stringify(body);
   }
   const resp = await fetch(`/api/v1${path}`, init);
+  if (onResponse) onResponse(resp);
   const text = await resp.text();
   let json = null;
   if (text) {

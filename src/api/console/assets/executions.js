@@ -1,7 +1,7 @@
 // Executions: the search across jobs, and one execution's page with its shard range,
 // executor, trace id, timings, error, retry chain and the Retry / Cancel actions.
 
-import { api, query, enc } from './api.js';
+import { api, apiWithLink, query, enc } from './api.js';
 import { h, mount, time, duration, statusBadge, flash, errorBox, pager, isFinal } from './dom.js';
 import { t } from './i18n.js';
 import { session } from './session.js';
@@ -124,10 +124,48 @@ async function retryChain(exec) {
   return chain;
 }
 
+/// The execution's log, as its executor shipped it, followed while more may come.
+function executionLog(traceId) {
+  const lines = h('div', { class: 'log-lines mono', role: 'log', 'aria-live': 'polite' });
+  const note = h('p', { class: 'muted' }, t('exec.logWaiting'));
+  const elsewhere = h('p', {});
+  const card = h('section', { class: 'card log', 'aria-label': t('exec.log') }, h('h2', {}, t('exec.log')), elsewhere, note, lines);
+  let after = '';
+  let timer = null;
+  let seen = 0;
+  async function follow() {
+    try {
+      const { json: page, link } = await apiWithLink('GET', `/jobs/executions/${enc(traceId)}/logs${query({ after, limit: 1000 })}`);
+      if (link && !elsewhere.firstChild) {
+        mount(elsewhere, h('a', { href: link, target: '_blank', rel: 'noopener' }, t('exec.logElsewhere')));
+      }
+      for (const l of page.lines) {
+        lines.append(h('div', { class: `log-line level-${l.level.toLowerCase()}` },
+          h('span', { class: 'log-at' }, time(l.at)), ' ', h('span', { class: 'log-level' }, l.level), ' ',
+          h('span', { class: 'log-message' }, l.message)));
+      }
+      seen += page.lines.length;
+      after = page.next;
+      if (page.complete) {
+        mount(note, seen === 0 ? t('exec.logNone') : t('exec.logComplete', { lines: seen }));
+        return;
+      }
+      if (seen > 0) mount(note, t('exec.logFollowing'));
+      timer = setTimeout(follow, page.lines.length === 1000 ? 0 : POLL_MS);
+    } catch (err) {
+      mount(note, errorBox(err));
+      timer = setTimeout(follow, POLL_MS * 4);
+    }
+  }
+  follow();
+  return { card, stop: () => clearTimeout(timer) };
+}
+
 export async function executionPage(traceId) {
   const node = h('div', {});
   const status = h('div', {});
   let timer = null;
+  const log = executionLog(traceId);
 
   async function act(work) {
     try {
@@ -192,10 +230,11 @@ export async function executionPage(traceId) {
           h('ol', { class: 'chain' }, chain.map((c) => h('li', { class: c.traceId === e.traceId ? 'current' : '' },
             c.traceId === e.traceId ? h('strong', { class: 'mono' }, c.traceId.slice(0, 12))
               : h('a', { href: `#/executions/${enc(c.traceId)}`, class: 'mono' }, c.traceId.slice(0, 12)),
-            ' ', c.triggerType, ' ', statusBadge(c.status), ' ', time(c.triggerTime)))))));
+            ' ', c.triggerType, ' ', statusBadge(c.status), ' ', time(c.triggerTime)))))),
+      log.card);
     if (!isFinal(e.status)) timer = setTimeout(() => draw().catch(() => {}), POLL_MS);
   }
 
   await draw();
-  return { node, title: traceId.slice(0, 12), leave: () => clearTimeout(timer) };
+  return { node, title: traceId.slice(0, 12), leave: () => { clearTimeout(timer); log.stop(); } };
 }

@@ -1,0 +1,454 @@
+//! Execution logs through the API: lines shipped in batches come back in order with their
+//! levels, page forward by cursor, are stored once however often a batch is shipped, say
+//! `complete` only once the execution is final and its end read, and go with their execution
+//! when retention purges it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::recorder::{Recorder, Reply};
+
+backend_tests!(
+    a_handlers_lines_reach_the_api_in_order_with_levels,
+    a_batch_shipped_again_writes_nothing_twice_and_complete_needs_the_end,
+    batches_arriving_together_are_each_answered_for_their_own_execution,
+    what_cannot_be_shipped_or_read_is_refused_naming_the_field,
+    retention_removes_logs_with_their_executions,
+    a_rust_handlers_log_reaches_the_api_in_order_and_complete,
+    the_log_links_to_the_log_system_when_one_is_configured,
+    an_executor_killed_mid_run_keeps_what_it_had_shipped,
+);
+
+/// An app whose executor holds every call (the execution stays RUNNING until reported), and
+/// the trace id of one triggered execution.
+async fn running(backend: Backend) -> (TestApp, Recorder, String) {
+    let rec = Recorder::with(|_| Reply::slow(Duration::from_secs(120))).await;
+    let db = Arc::new(TestDb::create(backend).await);
+    let addr = vec![rec.addr.clone()];
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addr);
+    })
+    .await;
+    app.create_job(
+        &json!({"name": "logged", "serviceName": "svc", "handler": "h",
+        "cron": "0 0 0 1 1 ? 2099"}),
+    )
+    .await;
+    let (status, fired) = app.post("/api/v1/jobs/logged/trigger", &json!({})).await;
+    assert_eq!(status, 200, "{fired}");
+    let trace = fired[0]["traceId"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(10), "RUNNING", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "RUNNING").then_some(())
+    })
+    .await;
+    (app, rec, trace)
+}
+
+fn line(seq: i64, level: &str, message: &str) -> Value {
+    let at = format!("2026-12-04T01:{:02}:{:02}.250Z", seq / 60 % 60, seq % 60);
+    json!({"seq": seq, "at": at, "level": level, "message": message})
+}
+
+async fn ship(app: &TestApp, trace: &str, batch: Value) -> (u16, Value) {
+    app.post(&format!("/api/v1/jobs/executions/{trace}/logs"), &batch)
+        .await
+}
+
+async fn read(app: &TestApp, trace: &str, query: &str) -> Value {
+    let (status, page) = app
+        .get(&format!("/api/v1/jobs/executions/{trace}/logs{query}"))
+        .await;
+    assert_eq!(status, 200, "{page}");
+    page
+}
+
+fn messages(page: &Value) -> Vec<(String, String)> {
+    page["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["level"].as_str().unwrap().to_string(),
+                l["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn a_handlers_lines_reach_the_api_in_order_with_levels(backend: Backend) {
+    let (app, _rec, trace) = running(backend).await;
+    assert_eq!(
+        read(&app, &trace, "").await,
+        json!({"lines": [], "next": "0", "complete": false}),
+        "nothing shipped yet"
+    );
+    let (status, ack) = ship(
+        &app,
+        &trace,
+        json!({"lines": [line(1, "INFO", "loading 300 orders"), line(2, "WARN", "order 17: 订单 skipped")]}),
+    )
+    .await;
+    assert_eq!((status, ack), (200, json!({"written": 2})));
+    ship(
+        &app,
+        &trace,
+        json!({"lines": [line(3, "ERROR", "order 42 failed")]}),
+    )
+    .await;
+    let page = read(&app, &trace, "").await;
+    assert_eq!(
+        messages(&page),
+        [
+            ("INFO".into(), "loading 300 orders".into()),
+            ("WARN".into(), "order 17: 订单 skipped".into()),
+            ("ERROR".into(), "order 42 failed".into())
+        ]
+    );
+    assert_eq!(page["lines"][0]["at"], "2026-12-04T01:00:01.250Z");
+    assert_eq!(
+        (&page["next"], &page["complete"]),
+        (&json!("3"), &json!(false))
+    );
+    // Forward from a cursor, a page at a time.
+    let page = read(&app, &trace, "?after=1&limit=1").await;
+    assert_eq!(
+        messages(&page),
+        [("WARN".into(), "order 17: 订单 skipped".into())]
+    );
+    assert_eq!(page["next"], "2");
+    let page = read(&app, &trace, "?after=3").await;
+    assert_eq!((messages(&page), &page["next"]), (vec![], &json!("3")));
+}
+
+async fn a_batch_shipped_again_writes_nothing_twice_and_complete_needs_the_end(backend: Backend) {
+    let (app, _rec, trace) = running(backend).await;
+    let batch = json!({"lines": [line(1, "INFO", "one"), line(2, "INFO", "two")]});
+    assert_eq!(
+        ship(&app, &trace, batch.clone()).await.1,
+        json!({"written": 2})
+    );
+    assert_eq!(
+        ship(&app, &trace, batch).await.1,
+        json!({"written": 0}),
+        "a batch whose answer was lost, shipped again"
+    );
+    let (status, e) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/result"),
+            &json!({"success": true, "message": "done"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{e}");
+    // Final, but the executor has not said the log ended: more may come.
+    assert_eq!(read(&app, &trace, "").await["complete"], false);
+    let (status, _) = ship(
+        &app,
+        &trace,
+        // Whole numbers as a client whose numbers are doubles writes them.
+        json!({"lines": [line(3, "DEBUG", "three")], "end": {"lines": 3.0, "droppedBytes": 0.0}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let whole = read(&app, &trace, "").await;
+    assert_eq!(
+        (whole["lines"].as_array().unwrap().len(), &whole["complete"]),
+        (3, &json!(true))
+    );
+    // A reader a page at a time is told complete only on the page that reaches the end.
+    let first = read(&app, &trace, "?limit=2").await;
+    assert_eq!(
+        (&first["next"], &first["complete"]),
+        (&json!("2"), &json!(false))
+    );
+    let last = read(&app, &trace, "?after=2&limit=2").await;
+    assert_eq!(
+        (messages(&last), &last["next"], &last["complete"]),
+        (
+            vec![("DEBUG".into(), "three".into())],
+            &json!("3"),
+            &json!(true)
+        )
+    );
+}
+
+/// Batches that arrive together are committed together; each answer still counts its own
+/// new lines, and a batch for an execution that does not exist fails alone.
+async fn batches_arriving_together_are_each_answered_for_their_own_execution(backend: Backend) {
+    let (app, _rec, trace) = running(backend).await;
+    // Ten batches of lines 1..=10, 6..=15, …, 46..=55 (each overlapping the next by five),
+    // and ten batches for executions that do not exist, all at once.
+    let known = (0..10).map(|i| {
+        let lines: Vec<Value> = (i * 5 + 1..=i * 5 + 10)
+            .map(|s| line(s, "INFO", &format!("line {s}")))
+            .collect();
+        let (app, trace) = (&app, trace.clone());
+        async move { ship(app, &trace, json!({ "lines": lines })).await }
+    });
+    let unknown = (0..10).map(|i| {
+        let app = &app;
+        async move {
+            ship(
+                app,
+                &format!("no-such-trace-{i}"),
+                json!({"lines": [line(1, "INFO", "x")]}),
+            )
+            .await
+        }
+    });
+    let (known, unknown) = tokio::join!(
+        futures::future::join_all(known),
+        futures::future::join_all(unknown)
+    );
+    assert!(
+        unknown.iter().all(|(status, _)| *status == 404),
+        "{unknown:?}"
+    );
+    assert!(known.iter().all(|(status, _)| *status == 200), "{known:?}");
+    let written: u64 = known
+        .iter()
+        .map(|(_, ack)| ack["written"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        written, 55,
+        "each line counted once, by the batch that stored it"
+    );
+    let page = read(&app, &trace, "?limit=1000").await;
+    let seqs: Vec<String> = messages(&page).into_iter().map(|(_, m)| m).collect();
+    let expected: Vec<String> = (1..=55).map(|s| format!("line {s}")).collect();
+    assert_eq!(seqs, expected);
+}
+
+async fn what_cannot_be_shipped_or_read_is_refused_naming_the_field(backend: Backend) {
+    let (app, _rec, trace) = running(backend).await;
+    let field = |problem: &Value| problem["errors"][0]["field"].clone();
+    let (status, p) = ship(&app, &trace, json!({"lines": [line(0, "INFO", "x")]})).await;
+    assert_eq!((status, field(&p)), (400, json!("lines[0].seq")), "{p}");
+    // Beyond 2^53 - 1 a JSON client may not read a number exactly.
+    let (status, p) = ship(&app, &trace, json!({"lines": [line(1 << 53, "INFO", "x")]})).await;
+    assert_eq!((status, field(&p)), (400, json!("lines[0].seq")), "{p}");
+    let (status, p) = ship(&app, &trace, json!({"lines": [line(1, "LOUD", "x")]})).await;
+    assert_eq!((status, field(&p)), (400, json!("lines[0].level")), "{p}");
+    let long = "x".repeat(16 * 1024 + 1);
+    let (status, p) = ship(&app, &trace, json!({"lines": [line(1, "INFO", &long)]})).await;
+    assert_eq!((status, field(&p)), (400, json!("lines[0].message")), "{p}");
+    let many: Vec<Value> = (1..=1001).map(|i| line(i, "INFO", "x")).collect();
+    let (status, p) = ship(&app, &trace, json!({ "lines": many })).await;
+    assert_eq!((status, field(&p)), (400, json!("lines")), "{p}");
+    // Over the body limit: the same problem+json 413 as every other body of the API.
+    let huge: Vec<Value> = (1..=80).map(|i| line(i, "INFO", &long[1..])).collect();
+    let (status, p) = ship(&app, &trace, json!({ "lines": huge })).await;
+    assert_eq!((status, &p["status"]), (413, &json!(413)), "{p}");
+    let (status, _) = ship(
+        &app,
+        "no-such-trace",
+        json!({"lines": [line(1, "INFO", "x")]}),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        read(&app, &trace, "").await["lines"],
+        json!([]),
+        "nothing refused was stored"
+    );
+    let (status, p) = app
+        .get(&format!("/api/v1/jobs/executions/{trace}/logs?after=abc"))
+        .await;
+    assert_eq!((status, field(&p)), (400, json!("after")), "{p}");
+    let (status, p) = app
+        .get(&format!("/api/v1/jobs/executions/{trace}/logs?limit=0"))
+        .await;
+    assert_eq!((status, field(&p)), (400, json!("limit")), "{p}");
+    let (status, _) = app.get("/api/v1/jobs/executions/no-such-trace/logs").await;
+    assert_eq!(status, 404);
+}
+
+async fn retention_removes_logs_with_their_executions(backend: Backend) {
+    let (app, _rec, trace) = running(backend).await;
+    ship(
+        &app,
+        &trace,
+        json!({"lines": [line(1, "INFO", "kept until purged")], "end": {"lines": 1}}),
+    )
+    .await;
+    let purge = || {
+        app.store.purge_executions_before(
+            chrono::Utc::now() + chrono::Duration::hours(1),
+            jobflow::store::PurgePace::unpaused(10),
+        )
+    };
+    assert_eq!(purge().await.unwrap(), 0, "a RUNNING execution stays");
+    assert_eq!(
+        app.store.read_log(&trace, 0, 10).await.unwrap().lines.len(),
+        1
+    );
+    app.post(
+        &format!("/api/v1/jobs/executions/{trace}/result"),
+        &json!({"success": true}),
+    )
+    .await;
+    assert_eq!(purge().await.unwrap(), 1);
+    let page = app.store.read_log(&trace, 0, 10).await.unwrap();
+    assert_eq!((page.lines.len(), page.end), (0, None));
+}
+
+/// The Rust SDK end to end (calls and log batches signed): what the handler logs comes back
+/// through the API in order with its levels, and the log is complete once the run ended.
+async fn a_rust_handlers_log_reaches_the_api_in_order_and_complete(backend: Backend) {
+    use jobflow_executor::{JobContext, JobExecutor, JobResult, logs};
+    const SECRET: &str = "log-secret";
+    let router = JobExecutor::with_secret(SECRET)
+        .handler("logged", |ctx: JobContext| async move {
+            logs::log(
+                tracing::Level::INFO,
+                format!("shards {}-{}", ctx.shard_start, ctx.shard_end),
+            );
+            for i in 1..=3 {
+                logs::log(tracing::Level::DEBUG, format!("batch {i}"));
+            }
+            logs::log(tracing::Level::WARN, "order 17 skipped");
+            JobResult::success("done")
+        })
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = vec![listener.local_addr().unwrap().to_string()];
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let db = Arc::new(TestDb::create(backend).await);
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addr);
+        s.executor.signing_secret = Some(jobflow::config::Secret::new(SECRET));
+    })
+    .await;
+    app.create_job(
+        &json!({"name": "sdk-logged", "serviceName": "svc", "handler": "logged",
+        "cron": "0 0 0 1 1 ? 2099"}),
+    )
+    .await;
+    let (status, fired) = app
+        .post("/api/v1/jobs/sdk-logged/trigger", &json!({}))
+        .await;
+    assert_eq!(status, 200, "{fired}");
+    let trace = fired[0]["traceId"].as_str().unwrap().to_string();
+    let page = eventually(Duration::from_secs(20), "the whole log", || async {
+        let page = read(&app, &trace, "").await;
+        (page["complete"] == true).then_some(page)
+    })
+    .await;
+    assert_eq!(
+        messages(&page),
+        [
+            ("INFO".into(), "shards 0-0".into()),
+            ("DEBUG".into(), "batch 1".into()),
+            ("DEBUG".into(), "batch 2".into()),
+            ("DEBUG".into(), "batch 3".into()),
+            ("WARN".into(), "order 17 skipped".into())
+        ]
+    );
+    assert_eq!(page["next"], "5");
+}
+
+async fn the_log_links_to_the_log_system_when_one_is_configured(backend: Backend) {
+    let (plain, _rec, trace) = running(backend).await;
+    let link = |app: &TestApp, trace: &str| {
+        let url = app.url(&format!("/api/v1/jobs/executions/{trace}/logs"));
+        let client = app.client.clone();
+        async move {
+            let resp = client.get(url).send().await.unwrap();
+            assert_eq!(resp.status(), 200);
+            resp.headers()
+                .get("link")
+                .map(|v| v.to_str().unwrap().to_string())
+        }
+    };
+    assert_eq!(link(&plain, &trace).await, None, "none configured");
+    let db = Arc::new(TestDb::create(backend).await);
+    let app = TestApp::spawn_with(db, |s| {
+        s.log.execution_link = Some("https://logs.example/explore?q=trace_id%3D{traceId}".into());
+    })
+    .await;
+    let (status, fired) = {
+        app.create_job(
+            &json!({"name": "linked", "serviceName": "nowhere", "handler": "h",
+            "cron": "0 0 0 1 1 ? 2099"}),
+        )
+        .await;
+        app.post("/api/v1/jobs/linked/trigger", &json!({})).await
+    };
+    assert_eq!(status, 200, "{fired}");
+    let trace = fired[0]["traceId"].as_str().unwrap();
+    assert_eq!(
+        link(&app, trace).await.as_deref(),
+        Some(
+            format!("<https://logs.example/explore?q=trace_id%3D{trace}>; rel=\"related\"")
+                .as_str()
+        )
+    );
+}
+
+/// An executor whose process dies mid-run (here its whole runtime, dropped at once: the
+/// handler and the shipper end where they are): every line it shipped stays readable, in
+/// order, and the log is not called complete while the execution is not final.
+async fn an_executor_killed_mid_run_keeps_what_it_had_shipped(backend: Backend) {
+    use jobflow_executor::{JobContext, JobExecutor, JobResult, logs};
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
+    let executor = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let router = JobExecutor::without_signatures()
+            .handler("long", |_: JobContext| async {
+                for i in 1..=600 {
+                    logs::log(tracing::Level::INFO, format!("step {i}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                JobResult::success("never")
+            })
+            .router();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        addr_tx
+            .send(listener.local_addr().unwrap().to_string())
+            .unwrap();
+        rt.spawn(async move { axum::serve(listener, router).await });
+        let _ = kill_rx.recv();
+        rt.shutdown_background();
+    });
+    let addr = vec![addr_rx.recv().unwrap()];
+    let db = Arc::new(TestDb::create(backend).await);
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addr);
+    })
+    .await;
+    app.create_job(
+        &json!({"name": "killed", "serviceName": "svc", "handler": "long",
+        "cron": "0 0 0 1 1 ? 2099"}),
+    )
+    .await;
+    let (_, fired) = app.post("/api/v1/jobs/killed/trigger", &json!({})).await;
+    let trace = fired[0]["traceId"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(10), "two batches shipped", || async {
+        (read(&app, &trace, "").await["lines"].as_array()?.len() > 10).then_some(())
+    })
+    .await;
+    kill_tx.send(()).unwrap();
+    executor.join().unwrap();
+    let shipped = read(&app, &trace, "").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after = read(&app, &trace, "").await;
+    assert_eq!(
+        after, shipped,
+        "nothing more arrives, nothing shipped is lost"
+    );
+    let steps: Vec<String> = messages(&after).into_iter().map(|(_, m)| m).collect();
+    let expected: Vec<String> = (1..=steps.len()).map(|i| format!("step {i}")).collect();
+    assert_eq!(steps, expected, "in order, without a gap");
+    assert_eq!(after["complete"], false, "the execution is not final");
+}
