@@ -15,8 +15,10 @@
 
 use serde_json::{Map, Value, json};
 
+use super::execution_logs::{LEVELS, MAX_BATCH_LINES, MAX_LINE_CHARS};
 use super::execution_search::MAX_EXECUTOR_LEN;
 use super::executions::MAX_REPORT_MESSAGE;
+use super::extract::MAX_SAFE_INTEGER;
 use super::jobs::{MAX_FILTER_LEN, MAX_FIRE_TIMES};
 use super::{MAX_PAGE, MAX_PAGE_SIZE};
 use crate::jobs::{
@@ -26,8 +28,11 @@ use crate::jobs::{
 };
 
 /// The request body schemas whose Rust types refuse unknown fields.
-const CLOSED_SCHEMAS: [&str; 6] = [
+const CLOSED_SCHEMAS: [&str; 9] = [
     "BackfillRequest",
+    "LogBatch",
+    "ShippedEnd",
+    "ShippedLine",
     "JobRequest",
     "JobCreateRequest",
     PATCH_SCHEMA,
@@ -148,6 +153,28 @@ fn property_rules() -> Vec<(&'static str, &'static str, Value)> {
             "ResultReport",
             "message",
             json!({"maxLength": MAX_REPORT_MESSAGE}),
+        ),
+        ("LogBatch", "lines", json!({"maxItems": MAX_BATCH_LINES})),
+        (
+            "ShippedLine",
+            "seq",
+            json!({"minimum": 1, "maximum": MAX_SAFE_INTEGER}),
+        ),
+        ("ShippedLine", "level", json!({"enum": LEVELS})),
+        (
+            "ShippedLine",
+            "message",
+            json!({"maxLength": MAX_LINE_CHARS}),
+        ),
+        (
+            "ShippedEnd",
+            "lines",
+            json!({"minimum": 0, "maximum": MAX_SAFE_INTEGER}),
+        ),
+        (
+            "ShippedEnd",
+            "droppedBytes",
+            json!({"minimum": 0, "maximum": MAX_SAFE_INTEGER}),
         ),
     ]
 }

@@ -8,7 +8,7 @@ use utoipa_axum::routes;
 
 use super::auth::{Auth, Operator, Viewer};
 use super::error::{ApiError, Problem};
-use super::extract::{Path, Query};
+use super::extract::{Path, Query, RawBody};
 use super::page::Page;
 use super::{AppState, PageParams};
 use crate::jobs::{Execution, ExecutionStatus, choose};
@@ -91,7 +91,7 @@ async fn get_execution(
 
 /// A report is accepted with a valid, fresh executor signature over this request, or with an
 /// operator token.
-fn authorize_report(
+pub(super) fn authorize_report(
     state: &AppState,
     parts: &axum::http::request::Parts,
     trace_id: &str,
@@ -178,7 +178,7 @@ async fn trigger_job(
     State(state): State<AppState>,
     Path(name): Path<String>,
     parts: axum::http::request::Parts,
-    body: axum::body::Bytes,
+    RawBody(body): RawBody,
 ) -> Result<axum::Json<Vec<Execution>>, ApiError> {
     // No body, or JSON `null`: a trigger as before the body existed.
     let request: TriggerRequest = if body.iter().all(u8::is_ascii_whitespace) {
@@ -296,7 +296,7 @@ async fn report_result(
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
     parts: axum::http::request::Parts,
-    body: axum::body::Bytes,
+    RawBody(body): RawBody,
 ) -> Result<axum::Json<Execution>, ApiError> {
     authorize_report(&state, &parts, &trace_id, &body)?;
     let report: ResultReport = super::extract::parse_json(&parts.headers, &body)?;

@@ -8,6 +8,7 @@ mod console;
 mod contract;
 mod cron;
 pub mod error;
+mod execution_logs;
 mod execution_search;
 mod executions;
 mod executors;
@@ -162,6 +163,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(jobs::router())
         .merge(backfills::router())
         .merge(executions::router())
+        .merge(execution_logs::router())
         .merge(execution_search::router())
         .merge(cron::router())
         .merge(cluster::router())
