@@ -39,6 +39,7 @@ use super::client::{CallOutcome, ExecutorClient, Probe, excerpt, executor_reques
 use super::rows::no_executor;
 use super::tasks::Tasks;
 use super::verdict::{Outcomes, Verdict};
+use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::discovery::ExecutorInstance;
 use crate::jobs::{
@@ -68,6 +69,23 @@ pub struct Attempt {
 
 /// Rows to launch that a verdict earned (children), with the backlog place of their fire.
 pub type Earned = (Vec<Execution>, Hold);
+
+/// Between reads of a row whose take got no answer, while the database does not answer.
+const ASK_AGAIN: Backoff = Backoff::doubling(
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_secs(1),
+);
+
+/// Whether `now`, a row read after a take whose answer was lost, shows that take: RUNNING
+/// towards `executor`, started at `at` (to the millisecond the database keeps). Any other
+/// writer leaves another start, or another status.
+fn took_it(now: &Execution, executor: &str, at: DateTime<Utc>) -> bool {
+    now.status == Running
+        && now.executor_instance.as_deref() == Some(executor)
+        && now
+            .start_time
+            .is_some_and(|s| s.timestamp_millis() == at.timestamp_millis())
+}
 
 /// Runs attempts, and answers for the rows it runs.
 pub struct Attempts {
@@ -221,7 +239,7 @@ impl Attempts {
     async fn take(&self, row: &Execution, executor: String, at: DateTime<Utc>) -> bool {
         let take = Transition {
             held_by: row.lease(),
-            ..Transition::started(executor, at)
+            ..Transition::started(executor.clone(), at)
         };
         match self.executions.transition(&row.trace_id, &take).await {
             Ok(Applied::Yes(_)) => true,
@@ -230,8 +248,40 @@ impl Attempts {
                 false
             }
             Err(e) => {
-                tracing::warn!(error = %e, "could not take the execution; compensation dispatches it once its lease runs out");
-                false
+                // The write may have gone in with its answer lost (a connection cut at the
+                // commit): the row would then read RUNNING, called, while nobody calls it.
+                // Only the row can tell, so it is asked until the database answers.
+                tracing::warn!(error = %e, "the take of the execution got no answer; asking the database whether it went in");
+                self.took_after_all(row, &executor, at).await
+            }
+        }
+    }
+
+    /// Whether a take at `at` towards `executor`, whose answer was lost, went in.
+    async fn took_after_all(&self, row: &Execution, executor: &str, at: DateTime<Utc>) -> bool {
+        let mut asked = 0;
+        loop {
+            match self.executions.get_execution(&row.trace_id).await {
+                Ok(now) => {
+                    let took = now.as_ref().is_some_and(|n| took_it(n, executor, at));
+                    if took {
+                        tracing::info!("the take went in; calling");
+                    } else {
+                        tracing::info!(
+                            "the take did not go in; compensation dispatches the execution once its lease runs out"
+                        );
+                    }
+                    return took;
+                }
+                Err(e) => {
+                    asked += 1;
+                    let wait = ASK_AGAIN.delay(asked);
+                    tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "cannot read the execution; asking again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.tasks.halted() => return false,
+                    }
+                }
             }
         }
     }
@@ -549,4 +599,68 @@ fn failover_order<'a>(
     (0..executors.len())
         .map(|i| &executors[(first + i) % executors.len()])
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::InstanceAddr;
+    use crate::dispatch::rows::fire_rows;
+
+    /// A cron row planned for `10.0.0.1:9999`, recorded PENDING.
+    fn pending() -> Execution {
+        let now: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let job = JobDefinition::stored(
+            serde_json::json!({"name": "j", "serviceName": "s", "handler": "h",
+                "cron": "0 0 3 * * ?"}),
+            now,
+        );
+        let executor = ExecutorInstance {
+            addr: InstanceAddr::parse("10.0.0.1:9999").unwrap(),
+            path_prefix: None,
+        };
+        fire_rows(
+            &job,
+            now,
+            TriggerType::Cron,
+            None,
+            &[executor],
+            0,
+            "me",
+            now,
+        )
+        .pop()
+        .unwrap()
+        .recorded(1)
+    }
+
+    #[test]
+    fn a_take_whose_answer_was_lost_is_known_by_its_start() {
+        let at: DateTime<Utc> = "2026-01-01T00:00:05.123456Z".parse().unwrap();
+        let row = pending();
+        assert!(
+            !took_it(&row, "10.0.0.1:9999", at),
+            "still PENDING: not taken"
+        );
+        // As the database keeps it: RUNNING, towards the executor, the start to the ms.
+        let taken = Execution {
+            status: Running,
+            executor_instance: Some("10.0.0.1:9999".into()),
+            start_time: Some("2026-01-01T00:00:05.123Z".parse().unwrap()),
+            ..row.clone()
+        };
+        assert!(took_it(&taken, "10.0.0.1:9999", at));
+        // Taken by another attempt (another start), or already ended: not this take.
+        let other = Execution {
+            start_time: Some("2026-01-01T00:00:06.500Z".parse().unwrap()),
+            ..taken.clone()
+        };
+        assert!(!took_it(&other, "10.0.0.1:9999", at));
+        let ended = Execution {
+            status: ExecutionStatus::Cancelled,
+            ..taken.clone()
+        };
+        assert!(!took_it(&ended, "10.0.0.1:9999", at));
+        assert!(!took_it(&taken, "10.0.0.2:9999", at), "another executor");
+    }
 }

@@ -427,10 +427,7 @@ impl Launcher {
             Admitted::Withdrawn => {
                 tracing::info!(job_name = %name, "fire withdrawn at admission: the job changed since it was claimed");
                 if let Some(at) = fire.claimed {
-                    let _ = self.withdraw.owed.send(Owed {
-                        job: name,
-                        from: at,
-                    });
+                    let _ = self.withdraw.owed.send(Owed::again(name, at));
                 }
             }
             Admitted::Gone => {}

@@ -167,7 +167,9 @@ impl Operator {
     ) -> Result<Vec<Execution>, DispatchError> {
         match self.store.record_fire(None, &rows).await? {
             FireOutcome::Recorded(rows) => Ok(rows),
-            FireOutcome::AlreadyFired => unreachable!("unclaimed fires are always recorded"),
+            FireOutcome::AlreadyFired | FireOutcome::Behind(_) => {
+                unreachable!("unclaimed fires are always recorded")
+            }
         }
     }
 

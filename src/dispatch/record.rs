@@ -8,7 +8,9 @@
 //! edit that lands while it is being recorded withdraws it all the same. A fire another
 //! scheduler claimed first is dropped (counted in `scheduler_duplicate_dispatch_skipped_total`);
 //! a fire the database could not take is owed back to the engine, which applies the misfire
-//! rules to it once the database answers.
+//! rules to it once the database answers. A `FIXED_DELAY` fire is claimed only once the job's
+//! latest fire has ended its interval before (the store checks it under the job's row lock);
+//! refused, it goes back to the engine, which waits for that latest fire.
 
 use std::sync::Arc;
 
@@ -20,7 +22,7 @@ use super::waiting::WaitingRoom;
 use super::withdraw::Owed;
 use super::withdraw::Withdraw;
 use crate::clock::Clock;
-use crate::jobs::{JobDefinition, TriggerType};
+use crate::jobs::{JobDefinition, Timing, TriggerType};
 use crate::store::{FireClaim, FireOutcome, FireRecord, FireStore};
 
 /// At most this many fires share one database transaction; larger bursts are split into
@@ -56,6 +58,10 @@ impl Recorder {
                     fire_time: *at,
                     scheduler_instance: me.clone(),
                     claimed_at: now,
+                    fixed_delay: match job.spec.timing {
+                        Timing::FixedDelay { interval, .. } => Some(interval),
+                        _ => None,
+                    },
                 }),
                 rows: self
                     .planner
@@ -70,7 +76,7 @@ impl Recorder {
                 for (job, at) in fires {
                     let job = job.name().to_string();
                     self.waiting.forget(&job, at);
-                    let _ = self.withdraw.owed.send(Owed { job, from: at });
+                    let _ = self.withdraw.owed.send(Owed::again(job, at));
                 }
                 return;
             }
@@ -90,6 +96,14 @@ impl Recorder {
                     self.waiting.forget(name, at);
                     metrics::counter!("scheduler_duplicate_dispatch_skipped_total", "job_name" => name.to_string()).increment(1);
                     tracing::info!(job_name = %name, fire_time = %at, "fire already dispatched by another scheduler; skipped");
+                }
+                FireOutcome::Behind(latest) => {
+                    self.waiting.forget(name, at);
+                    tracing::info!(job_name = %name, fire_time = %at, latest = %latest, "fixed-delay fire not recorded: the job's latest fire has not ended long enough ago; waiting for it");
+                    let _ = self.withdraw.owed.send(Owed {
+                        behind: Some(latest),
+                        ..Owed::again(name, at)
+                    });
                 }
             }
         }

@@ -23,6 +23,20 @@ use crate::store::{FireStore, Withdrawal};
 pub struct Owed {
     pub job: String,
     pub from: DateTime<Utc>,
+    /// For a `FIXED_DELAY` fire the store refused: the job's latest fire, which must end
+    /// first (another scheduler made it while this one thought it owned the job, or it has
+    /// not ended long enough ago). The job waits for that fire instead of re-firing `from`.
+    pub behind: Option<DateTime<Utc>>,
+}
+
+impl Owed {
+    pub fn again(job: impl Into<String>, from: DateTime<Utc>) -> Self {
+        Self {
+            job: job.into(),
+            from,
+            behind: None,
+        }
+    }
 }
 
 pub struct Withdraw {
@@ -41,13 +55,7 @@ impl Withdraw {
         }
         metrics::counter!("scheduler_fires_withdrawn_total", "job_name" => job.to_string())
             .increment(fires.len() as u64);
-        let owed: Vec<Owed> = fires
-            .iter()
-            .map(|(at, _)| Owed {
-                job: job.to_string(),
-                from: *at,
-            })
-            .collect();
+        let owed: Vec<Owed> = fires.iter().map(|(at, _)| Owed::again(job, *at)).collect();
         let withdrawals: Vec<Withdrawal> = fires
             .into_iter()
             .map(|(at, rows)| Withdrawal {

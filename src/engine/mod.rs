@@ -234,6 +234,14 @@ impl Engine {
                 return false;
             }
         };
+        // FIXED_DELAY fires the store refused wait for the job's latest fire instead.
+        owed_back.retain(|owed| match owed.behind {
+            Some(latest) => {
+                schedule.behind(&owed.job, owed.from, latest);
+                false
+            }
+            None => true,
+        });
         self.delays_ended(schedule, due).await;
         // A job's instants owed at once (a burst of its fires withdrawn) are owed from the
         // earliest: the rules below take every instant after it.
@@ -242,7 +250,10 @@ impl Engine {
             let from = earliest.entry(owed.job).or_insert(owed.from);
             *from = (*from).min(owed.from);
         }
-        for owed in earliest.into_iter().map(|(job, from)| Owed { job, from }) {
+        for owed in earliest
+            .into_iter()
+            .map(|(job, from)| Owed::again(job, from))
+        {
             let Some(job) = self.book.get(&owed.job).filter(|j| j.spec.enabled) else {
                 continue;
             };

@@ -45,7 +45,8 @@ pub use policies::{
 pub use schedule::{CronSchedule, TimeZoneName};
 pub use shard::{ShardParams, ShardStrategy};
 pub use timing::{
-    MAX_INTERVAL_SECONDS, ScheduleType, Timing, TimingFields, parse_instant, whole_second,
+    MAX_INTERVAL_SECONDS, ScheduleType, Timing, TimingFields, delay_restart, parse_instant,
+    whole_second,
 };
 
 /// What happens to a fire that was missed (instance down, job just gained, late wake-up).

@@ -135,13 +135,7 @@ impl Timing {
         let Self::FixedDelay { interval, .. } = self else {
             return None;
         };
-        let whole = whole_second(end);
-        let up = if whole < end {
-            whole + Duration::seconds(1)
-        } else {
-            whole
-        };
-        up.checked_add_signed(Duration::seconds(i64::from(*interval)))
+        delay_restart(end, *interval)
     }
 
     /// The first instant strictly after `after` (`tz` is the cron's time zone).
@@ -315,6 +309,19 @@ pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, String> {
 /// The instant `startAt` names, as stored: a whole second.
 pub fn whole_second(t: DateTime<Utc>) -> DateTime<Utc> {
     t.trunc_subsecs(0)
+}
+
+/// Where a `FIXED_DELAY` job with `interval` seconds may fire again after a fire that ended
+/// at `end`: the end rounded up to the whole second, plus the interval. The engine schedules
+/// from it and the store refuses a fire's claim before it, so both read one rule.
+pub fn delay_restart(end: DateTime<Utc>, interval: u32) -> Option<DateTime<Utc>> {
+    let whole = whole_second(end);
+    let up = if whole < end {
+        whole + Duration::seconds(1)
+    } else {
+        whole
+    };
+    up.checked_add_signed(Duration::seconds(i64::from(interval)))
 }
 
 #[cfg(test)]

@@ -9,12 +9,14 @@ use chrono::{DateTime, Utc};
 use super::admission::{admit_all, judge_ahead};
 use super::executions::{insert_executions, push_fire_range};
 use super::sql::{Sql, Tx};
-use super::steps::{lock_jobs, withdraw_in};
+use super::steps::{lock_job_rows, lock_jobs, withdraw_in};
 use super::{
     Admitted, FireClaim, FireEnd, FireOutcome, FireRecord, FireStore, GuardedFire, InstantCounters,
     MULTI_ROW, SqlStore, StoreError, UniqueKey, Withdrawal, ms,
 };
-use crate::jobs::{ExecutionStatus, NewExecution, OverlapPolicy, fire_key, scheduled_fire_key};
+use crate::jobs::{
+    ExecutionStatus, NewExecution, OverlapPolicy, delay_restart, fire_key, scheduled_fire_key,
+};
 
 /// Which of `fires` (job, instant) have their claim.
 async fn claimed<'a>(
@@ -46,6 +48,20 @@ async fn claimed<'a>(
         .collect())
 }
 
+/// Folds one row of a fire into (every row final so far, the latest finish): a fire has
+/// ended when all its rows are final, at the latest finish among them. `fire_ends` (the
+/// engine's reading) and the fixed-delay check of a claim read ends by this one rule.
+fn fold_end(
+    fire: &mut (bool, Option<DateTime<Utc>>),
+    status: &str,
+    finished: Option<DateTime<Utc>>,
+) {
+    fire.0 &= status
+        .parse::<ExecutionStatus>()
+        .is_ok_and(ExecutionStatus::is_final);
+    fire.1 = fire.1.max(finished);
+}
+
 /// Fire claims deleted per statement when purging.
 const PURGE_CHUNK: i64 = 5000;
 
@@ -53,7 +69,8 @@ const PURGE_CHUNK: i64 = 5000;
 impl FireStore for SqlStore {
     async fn record_fires(&self, fires: &[FireRecord]) -> Result<Vec<FireOutcome>, StoreError> {
         let mut tx = self.db.begin().await?;
-        match record_unclaimed(&mut tx, fires).await {
+        let behind = fixed_delays_behind(&mut tx, fires).await?;
+        match record_unclaimed(&mut tx, fires, &behind).await {
             Ok(outcomes) => {
                 tx.commit().await?;
                 return Ok(outcomes);
@@ -67,8 +84,13 @@ impl FireStore for SqlStore {
             }
             Err(e) => return Err(e),
         }
+        let behind = fixed_delays_behind(&mut tx, fires).await?;
         let mut outcomes = Vec::with_capacity(fires.len());
-        for fire in fires {
+        for (fire, behind) in fires.iter().zip(behind) {
+            if let Some(latest) = behind {
+                outcomes.push(FireOutcome::Behind(latest));
+                continue;
+            }
             tx.savepoint().await?;
             let inserted = match &fire.claim {
                 Some(claim) => insert_claims(&mut tx, &[claim]).await,
@@ -234,11 +256,11 @@ impl FireStore for SqlStore {
                 let Some(key) = keys.iter().find(|k| fire_key(&id) == k.as_str()) else {
                     continue;
                 };
-                let fire = rows.entry(key.as_str()).or_insert((true, None));
-                fire.0 &= status
-                    .parse::<ExecutionStatus>()
-                    .is_ok_and(ExecutionStatus::is_final);
-                fire.1 = fire.1.max(finished);
+                fold_end(
+                    rows.entry(key.as_str()).or_insert((true, None)),
+                    &status,
+                    finished,
+                );
             }
             // A fire without rows has ended only if it was recorded (its claim and rows are
             // written together): its rows were pruned. Without its claim either, it is not
@@ -327,15 +349,98 @@ impl FireStore for SqlStore {
 async fn record_unclaimed(
     tx: &mut Tx,
     fires: &[FireRecord],
+    behind: &[Option<DateTime<Utc>>],
 ) -> Result<Vec<FireOutcome>, StoreError> {
-    let claims: Vec<&FireClaim> = fires.iter().filter_map(|f| f.claim.as_ref()).collect();
+    let due = || {
+        fires
+            .iter()
+            .zip(behind)
+            .filter(|(_, b)| b.is_none())
+            .map(|(f, _)| f)
+    };
+    let claims: Vec<&FireClaim> = due().filter_map(|f| f.claim.as_ref()).collect();
     insert_claims(tx, &claims).await?;
-    let rows: Vec<&NewExecution> = fires.iter().flat_map(|f| &f.rows).collect();
+    let rows: Vec<&NewExecution> = due().flat_map(|f| &f.rows).collect();
     let mut recorded = insert_executions(tx, &rows).await?.into_iter();
     Ok(fires
         .iter()
-        .map(|f| FireOutcome::Recorded(recorded.by_ref().take(f.rows.len()).collect()))
+        .zip(behind)
+        .map(|(f, behind)| match behind {
+            Some(latest) => FireOutcome::Behind(*latest),
+            None => FireOutcome::Recorded(recorded.by_ref().take(f.rows.len()).collect()),
+        })
         .collect())
+}
+
+/// For each of `fires`, the instant of its job's latest fire when it is a `FIXED_DELAY` fire
+/// that must wait for it ([`FireClaim::fixed_delay`]); `None` for every other fire. The jobs'
+/// rows are locked first, so two schedulers that both believe they own a job (a membership
+/// change seen at different moments) record its fires one after the other, and the second
+/// sees the first. Costs nothing for a batch without such fires.
+async fn fixed_delays_behind(
+    tx: &mut Tx,
+    fires: &[FireRecord],
+) -> Result<Vec<Option<DateTime<Utc>>>, StoreError> {
+    let delayed: Vec<(&FireClaim, u32)> = fires
+        .iter()
+        .filter_map(|f| f.claim.as_ref())
+        .filter_map(|c| c.fixed_delay.map(|d| (c, d)))
+        .collect();
+    let mut behind = vec![None; fires.len()];
+    if delayed.is_empty() {
+        return Ok(behind);
+    }
+    let mut jobs: Vec<&str> = delayed.iter().map(|(c, _)| c.job_name.as_str()).collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    // Plain reads after the lock: the transaction's snapshot starts at the first of them,
+    // after every fire recorded under the lock before it was granted.
+    lock_job_rows(tx, &jobs).await?;
+    for (fire, slot) in fires.iter().zip(behind.iter_mut()) {
+        let Some((claim, interval)) = fire
+            .claim
+            .as_ref()
+            .and_then(|c| c.fixed_delay.map(|d| (c, d)))
+        else {
+            continue;
+        };
+        let mut q = Sql::new("SELECT fire_time FROM job_fire WHERE job_name = ");
+        q.bind(claim.job_name.as_str())
+            .push(" ORDER BY fire_time DESC LIMIT 1");
+        let Some(latest) = tx
+            .fetch_all(q)
+            .await?
+            .first()
+            .map(|r| r.at(0))
+            .transpose()?
+        else {
+            continue;
+        };
+        let latest: DateTime<Utc> = latest;
+        if latest >= claim.fire_time {
+            // The same instant is the claim's own conflict (already fired); a later one
+            // means this fire's time has passed.
+            if latest > claim.fire_time {
+                *slot = Some(latest);
+            }
+            continue;
+        }
+        let mut q = Sql::new("SELECT status, finish_time FROM job_execution WHERE ");
+        push_fire_range(&mut q, &scheduled_fire_key(&claim.job_name, latest));
+        // The end as `fire_ends` reads it for the engine (`fold_end`), so both derive the
+        // same instant.
+        let mut fire = (true, None);
+        for row in tx.fetch_all(q).await? {
+            let status: String = row.at(0)?;
+            fold_end(&mut fire, &status, row.at(1)?);
+        }
+        let (ended, end) = fire;
+        let due = delay_restart(end.unwrap_or(latest), interval);
+        if !ended || due.is_none_or(|due| claim.fire_time < due) {
+            *slot = Some(latest);
+        }
+    }
+    Ok(behind)
 }
 
 /// Inserts fire claims with multi-row statements; a claim taken already fails the statement

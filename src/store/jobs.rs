@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::batch::NewJob;
+use super::batch::{Queued, answer_all};
 use super::columns::{job, spec_columns};
 use super::sql::{Db, Sql, Tx};
 use super::steps::read_changes;
@@ -30,10 +30,13 @@ impl JobStore for SqlStore {
         now: DateTime<Utc>,
     ) -> Result<JobDefinition, StoreError> {
         let db = self.db.clone();
+        let new = NewJob {
+            spec: spec.clone(),
+            actor: actor.map(str::to_string),
+            now,
+        };
         self.creates
-            .create(spec, actor, now, move |batch| {
-                write_creates(db.clone(), batch)
-            })
+            .submit(new, move |batch| write_creates(db.clone(), batch))
             .await
     }
 
@@ -283,21 +286,25 @@ async fn log_writes(tx: &mut Tx, revision: i64, now: DateTime<Utc>) -> Result<()
     Ok(())
 }
 
-/// Writes a batch of creations in one transaction and answers each (see `batch`).
-async fn write_creates(db: Db, batch: Vec<NewJob>) {
-    match insert_batch(&db, &batch).await {
-        Ok(answers) => {
-            for (job, answer) in batch.into_iter().zip(answers) {
-                let _ = job.done.send(answer);
-            }
-        }
-        Err(e) => super::batch::fail_all(batch, e),
-    }
+/// A creation waiting for its batch.
+pub(crate) struct NewJob {
+    spec: JobSpec,
+    actor: Option<String>,
+    now: DateTime<Utc>,
+}
+
+/// Writes a batch of creations in one transaction and answers each (see `batch`). A
+/// duplicate name fails only its own creation (the failed INSERT is rolled back alone, the
+/// transaction goes on).
+async fn write_creates(db: Db, batch: Vec<Queued<NewJob, JobDefinition>>) {
+    let jobs: Vec<&NewJob> = batch.iter().map(|q| &q.write).collect();
+    let answers = insert_batch(&db, &jobs).await;
+    answer_all(batch, answers);
 }
 
 async fn insert_batch(
     db: &Db,
-    batch: &[NewJob],
+    batch: &[&NewJob],
 ) -> Result<Vec<Result<JobDefinition, StoreError>>, StoreError> {
     let mut tx = db.begin().await?;
     let revision = next_revision(&mut tx).await?;

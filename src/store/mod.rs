@@ -20,6 +20,7 @@ mod columns;
 mod executions;
 mod fires;
 mod jobs;
+mod logs;
 mod mysql;
 mod retention;
 mod sql;
@@ -40,6 +41,7 @@ use crate::jobs::{
 };
 
 pub use backfills::BackfillStore;
+pub use logs::{LogEnd, LogLine, LogPage, LogStore};
 pub use retention::PurgePace;
 pub use sql::Backend;
 pub use transition::{Applied, ChildTrigger, Follow, Transition, fold_moves};
@@ -140,6 +142,10 @@ pub struct FireClaim {
     pub scheduler_instance: String,
     /// When the claim was written (before the instant when claimed ahead).
     pub claimed_at: DateTime<Utc>,
+    /// A `FIXED_DELAY` job's interval in seconds: the claim is taken only when the job's
+    /// latest fire has ended and its end, rounded up to the second, plus the interval is at
+    /// or before this instant (one fire out at a time, whichever scheduler makes it).
+    pub fixed_delay: Option<u32>,
 }
 
 /// One fire to record: its rows, with its claim when it is a cron fire.
@@ -155,6 +161,9 @@ pub enum FireOutcome {
     Recorded(Vec<Execution>),
     /// Another scheduler already recorded this fire; nothing was written.
     AlreadyFired,
+    /// A `FIXED_DELAY` fire before its time: the job's latest fire, at this instant, has not
+    /// ended, or not long enough ago (see [`FireClaim::fixed_delay`]). Nothing was written.
+    Behind(DateTime<Utc>),
 }
 
 /// A recorded fire to take back before it is called: its claim, when it is a cron fire, and
@@ -540,7 +549,7 @@ pub trait RetentionStore: Send + Sync {
 /// Everything JobFlow keeps, and the schema it keeps it in.
 #[async_trait]
 pub trait Store:
-    JobStore + FireStore + ExecutionStore + RetentionStore + BackfillStore + 'static
+    JobStore + FireStore + ExecutionStore + RetentionStore + BackfillStore + LogStore + 'static
 {
     /// `mysql` or `sqlite`.
     fn backend(&self) -> &'static str;
@@ -551,7 +560,8 @@ pub trait Store:
 /// The store over a SQL database: one implementation, in plain Rust, for every backend.
 pub struct SqlStore {
     db: sql::Db,
-    creates: batch::CreateQueue,
+    creates: batch::GroupCommit<jobs::NewJob, JobDefinition>,
+    log_appends: batch::GroupCommit<logs::Append, Option<u64>>,
 }
 
 /// Opens the store named by `database.url` (without migrating), with the scheduling path's
@@ -586,6 +596,7 @@ async fn open(settings: &DatabaseSettings, connections: u32) -> Result<Arc<dyn S
     Ok(Arc::new(SqlStore {
         db,
         creates: Default::default(),
+        log_appends: Default::default(),
     }))
 }
 

@@ -71,7 +71,11 @@
 //!    triggers none. Checked for fires decided at least [`CHILD_MARGIN`] before the end, with
 //!    the parent's `childJobs` and the child's existence surely unchanged around the decision.
 //! 8. **cancel**: once `POST …/cancel` is answered 200 for a trace id, no run of that trace id
-//!    starts afterwards.
+//!    starts afterwards. Documented: the call had been handed to the executor before the
+//!    cancel (the answer's `startTime` is before it) and the answer said the executor could
+//!    not stop it: a bare executor ("no cancel endpoint", the protocol's at-least-once
+//!    executors) or one that could not be asked. The call was on its way; nothing can recall
+//!    it, and the operator was told so.
 //! 9. **sdk-once**: SDK executors run a handler at most once per `X-Execution-Id`; two runs of
 //!    one id are documented only when the executor that ran the first was killed (and
 //!    restarted fresh) before the second began.
@@ -494,8 +498,8 @@ pub struct Index<'a> {
     pub recorded: HashMap<&'a str, Vec<Recording<'a>>>,
     /// When each fire (by its key) was recorded: its first rows' `trigger_time`.
     pub fire_recorded: HashMap<&'a str, DateTime<Utc>>,
-    /// Trace ids an operator's cancel was answered 200 for, with the answer time.
-    pub cancelled: HashMap<String, DateTime<Utc>>,
+    /// Trace ids an operator's cancel was answered 200 for, with the earliest answer.
+    pub cancelled: HashMap<String, Cancel>,
 }
 
 fn is_cron_row(r: &ExecRow) -> bool {
@@ -539,7 +543,7 @@ impl<'a> Index<'a> {
                 ));
             }
         }
-        let mut cancelled = HashMap::new();
+        let mut cancelled: HashMap<String, Cancel> = HashMap::new();
         for c in &h.api {
             if c.method == "POST"
                 && c.status == Some(200)
@@ -549,8 +553,15 @@ impl<'a> Index<'a> {
                     .and_then(|p| p.strip_suffix("/cancel"))
                 && let Some(at) = c.answered
             {
-                let e = cancelled.entry(trace.to_string()).or_insert(at);
-                *e = (*e).min(at);
+                let this = Cancel::read(at, c.response.as_ref());
+                cancelled
+                    .entry(trace.to_string())
+                    .and_modify(|e| {
+                        if this.answered < e.answered {
+                            *e = this.clone();
+                        }
+                    })
+                    .or_insert(this);
             }
         }
         Self {
@@ -628,9 +639,7 @@ impl<'a> Index<'a> {
     /// row was made CANCELLED by a cancel that was not the COVER policy's (the answer may not
     /// have come back: the API waits for the executor's answer).
     fn cancelled_by_operator(&self, trace: &str, at: DateTime<Utc>) -> bool {
-        self.cancelled
-            .get(trace)
-            .is_some_and(|answered| *answered <= at)
+        self.cancelled.get(trace).is_some_and(|c| c.answered <= at)
             || self.row_of.get(trace).is_some_and(|r| {
                 r.status == "CANCELLED"
                     && !r
@@ -1298,20 +1307,60 @@ fn children(ix: &Index, stats: &mut Stats) -> Check {
     c
 }
 
+/// An operator's cancel answered 200: when, and what the answer (the execution) said.
+#[derive(Debug, Clone)]
+pub struct Cancel {
+    pub answered: DateTime<Utc>,
+    /// The execution's `startTime` in the answer: the call had been handed to an executor.
+    pub called: Option<DateTime<Utc>>,
+    /// The answer's `errorMessage`.
+    pub message: String,
+}
+
+impl Cancel {
+    fn read(answered: DateTime<Utc>, response: Option<&Value>) -> Self {
+        let field = |k: &str| response.and_then(|r| r[k].as_str());
+        Self {
+            answered,
+            called: field("startTime")
+                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                .map(|t| t.with_timezone(&Utc)),
+            message: field("errorMessage").unwrap_or("").to_string(),
+        }
+    }
+
+    /// Why a run of the cancelled call may start after the answer, if the answer says one
+    /// may: the call was already handed over and the executor could not be told to stop.
+    fn unstoppable(&self, run: &Run) -> Option<&'static str> {
+        self.called.filter(|called| *called <= self.answered)?;
+        if !run.sdk && self.message.contains("has no cancel endpoint") {
+            Some("a bare executor's call handed over before the cancel, which said it may run")
+        } else if self.message.contains("could not be asked") {
+            Some("a call handed over before the cancel, whose executor could not be asked")
+        } else {
+            None
+        }
+    }
+}
+
 fn cancel(ix: &Index) -> Check {
     let mut c = Check::new("cancel");
-    let mut traces: Vec<(&String, &DateTime<Utc>)> = ix.cancelled.iter().collect();
-    traces.sort();
-    for (trace, at) in traces {
+    let mut traces: Vec<(&String, &Cancel)> = ix.cancelled.iter().collect();
+    traces.sort_by_key(|(trace, _)| trace.as_str());
+    for (trace, cancel) in traces {
         for r in ix.runs_of.get(trace.as_str()).into_iter().flatten() {
-            if r.start > *at {
-                c.violation(|| {
+            if r.start > cancel.answered {
+                let what = || {
                     format!(
                         "cancel of {trace} answered 200 at {}, then {} started",
-                        hms(*at),
+                        hms(cancel.answered),
                         run_label(r)
                     )
-                });
+                };
+                match cancel.unstoppable(r) {
+                    Some(why) => c.documented(why, what),
+                    None => c.violation(what),
+                }
             }
         }
     }
@@ -2101,6 +2150,49 @@ mod tests {
         let v = check(&h);
         let c = of(&v, "cancel");
         assert_eq!(c.violations, 1, "{c:#?}");
+    }
+
+    #[test]
+    fn a_call_handed_to_a_bare_executor_before_the_cancel_that_said_so_is_documented() {
+        let answer = |start: Option<f64>| {
+            json!({"traceId": "tr8", "status": "CANCELLED", "startTime": start.map(t),
+                "errorMessage": "cancelled by campaign; the executor has no cancel endpoint; it may run to its end"})
+        };
+        let bare = |mut h: History| {
+            h.runs.iter_mut().for_each(|r| r.sdk = false);
+            h
+        };
+        let cancelled = |start: Option<f64>, h: &mut History| {
+            h.api.push(call(
+                "POST",
+                "/api/v1/jobs/executions/tr8/cancel",
+                None,
+                7.9,
+                200,
+                Some(answer(start)),
+                S1,
+            ))
+        };
+        let mut h = bare(steady("a", "ALLOW"));
+        cancelled(Some(7.85), &mut h);
+        let v = check(&h);
+        let c = of(&v, "cancel");
+        assert_eq!(c.violations, 0, "{c:#?}");
+        assert_eq!(
+            documented(
+                c,
+                "a bare executor's call handed over before the cancel, which said it may run"
+            ),
+            1
+        );
+        // Not handed over when the cancel was written (no start): nothing excuses the run.
+        let mut h = bare(steady("a", "ALLOW"));
+        cancelled(None, &mut h);
+        assert_eq!(of(&check(&h), "cancel").violations, 1);
+        // An SDK executor remembers a cancel that arrives before its call.
+        let mut h = steady("a", "ALLOW");
+        cancelled(Some(7.85), &mut h);
+        assert_eq!(of(&check(&h), "cancel").violations, 1);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The cluster under test: three real `jobflow` processes in nacos mode on one rnacos and one
 //! fresh MariaDB database, each reaching the database through its own proxy (which can cut
 //! or stall the link), alerts sent to a webhook receiver owned here, and the executors.
-//! Schedulers keep their port (so their instance id) across restarts.
+//! Schedulers keep their port (so their instance id) across restarts, unless another socket
+//! took it meanwhile (see `start_scheduler`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -210,18 +211,17 @@ impl Cluster {
         }
     }
 
-    /// Starts scheduler `i` on its port; a start that fails is tried again.
+    /// Starts scheduler `i` on its port; a start that fails is tried again. A port that stays
+    /// taken (another socket of this machine got it while the scheduler was down, an outgoing
+    /// connection's ephemeral port for one) is given up after five tries: the slot moves to a
+    /// fresh port, as a scheduler that comes back under another address would.
     pub async fn start_scheduler(&mut self, i: usize) {
-        let slot = &self.slots[i];
-        let (db, nacos, port) = (
-            slot.db_url.clone(),
-            self.nacos.addr(),
-            slot.port.to_string(),
-        );
+        let (db, nacos) = (self.slots[i].db_url.clone(), self.nacos.addr());
         let config = self.config.path().to_string_lossy().to_string();
+        let mut failures = 0;
         let proc = loop {
-            let (db, nacos, port, config) =
-                (db.clone(), nacos.clone(), port.clone(), config.clone());
+            let port = self.slots[i].port.to_string();
+            let (db, nacos, config) = (db.clone(), nacos.clone(), config.clone());
             let started = tokio::spawn(async move {
                 let mut settings: Vec<(&str, &str)> = SETTINGS.to_vec();
                 settings.push(("JOBFLOW__SERVER__PORT", &port));
@@ -236,10 +236,17 @@ impl Cluster {
             match started {
                 Ok(s) => break s,
                 Err(e) => {
+                    failures += 1;
                     eprintln!(
                         "scheduler {} did not start ({e}); trying again",
                         self.slots[i].id
                     );
+                    if failures % 5 == 0 {
+                        let port = free_port();
+                        eprintln!("scheduler {} moves to port {port}", self.slots[i].id);
+                        self.slots[i].port = port;
+                        self.slots[i].id = format!("127.0.0.1:{port}");
+                    }
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }

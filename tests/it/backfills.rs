@@ -172,7 +172,9 @@ async fn a_backfill_keeps_its_pace_and_stops_when_cancelled(backend: Backend) {
 }
 
 async fn a_guarded_jobs_backfill_follows_its_overlap_policy(backend: Backend) {
-    let rec = Recorder::with(|_| Reply::slow(Duration::from_secs(10))).await;
+    // The first run outlasts the test: it must still be RUNNING when its rows are read, even
+    // on a machine loaded by the rest of the suite.
+    let rec = Recorder::with(|_| Reply::slow(Duration::from_secs(120))).await;
     let app = app_with(backend, &rec).await;
     app.create_job(
         &json!({"name": "one-at-a-time", "serviceName": "svc", "handler": "h",
@@ -189,7 +191,7 @@ async fn a_guarded_jobs_backfill_follows_its_overlap_policy(backend: Backend) {
     assert_eq!(status, 202, "{started}");
     // The three instants are recorded together; the first runs and the others find it
     // running.
-    let rows = eventually(Duration::from_secs(20), "three rows settled", || async {
+    let rows = eventually(Duration::from_secs(60), "three rows settled", || async {
         let rows = app.executions("one-at-a-time").await;
         (rows.len() == 3 && rows.iter().all(|r| r["status"] != "PENDING")).then_some(rows)
     })

@@ -52,16 +52,22 @@ async fn calls_beyond_a_services_cap_wait_for_one_to_end(backend: Backend) {
     let capped = Counting::default();
     let free = Counting::default();
     let (capped_addr, free_addr) = (capped.start().await, free.start().await);
+    // Metrics are the process's: each backend's run of this test names its own service, so
+    // the two running at once do not read each other's waiting calls.
+    let billing: &'static str = match backend {
+        Backend::Sqlite => "billing-sqlite",
+        Backend::MySql => "billing-mysql",
+    };
     let db = Arc::new(TestDb::create(backend).await);
     let app = TestApp::spawn_with(db, move |s| {
-        let mut executors = static_executors("billing", &[capped_addr]);
+        let mut executors = static_executors(billing, &[capped_addr]);
         executors.extend(static_executors("mailer", &[free_addr]));
         s.executors.static_ = executors;
-        s.executors.limits = [("billing".to_string(), 2.try_into().unwrap())].into();
+        s.executors.limits = [(billing.to_string(), 2.try_into().unwrap())].into();
     })
     .await;
     let jobs: Vec<(String, &str)> = (0..6)
-        .map(|i| (format!("capped-{i}"), "billing"))
+        .map(|i| (format!("capped-{i}"), billing))
         .chain((0..6).map(|i| (format!("free-{i}"), "mailer")))
         .collect();
     for (name, service) in &jobs {
@@ -99,7 +105,9 @@ async fn calls_beyond_a_services_cap_wait_for_one_to_end(backend: Backend) {
     }
     let metrics = app.metrics().await;
     assert!(
-        metrics.contains("scheduler_service_calls_waiting{service_name=\"billing\"} 0"),
+        metrics.contains(&format!(
+            "scheduler_service_calls_waiting{{service_name=\"{billing}\"}} 0"
+        )),
         "{metrics}"
     );
     assert!(

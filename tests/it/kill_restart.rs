@@ -1,6 +1,7 @@
 //! `kill -9` of the real binary, then a restart on the same database: a missed fire is made
 //! once under FIRE_ONCE_NOW and not at all under DO_NOTHING; a fire claimed ahead of its
-//! instant by the killed process is delivered once, by compensation, on both backends.
+//! instant by the killed process is delivered once, by compensation, on both backends; a
+//! handler's log streaming in loses no line the killed process acknowledged.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -30,6 +31,17 @@ fn start_with(
     database: Option<&str>,
     extra: &str,
 ) -> (Child, String) {
+    start_on(dir, executor, database, extra, 0)
+}
+
+/// As [`start_with`], listening on `port` (0: any free port).
+fn start_on(
+    dir: &std::path::Path,
+    executor: &str,
+    database: Option<&str>,
+    extra: &str,
+    port: u16,
+) -> (Child, String) {
     std::fs::write(
         dir.join("kill.toml"),
         format!("[executors.static]\nsvc = [\"{executor}\"]\n{extra}"),
@@ -40,7 +52,7 @@ fn start_with(
         .current_dir(dir)
         .args(["--config", "kill.toml"])
         .env("JOBFLOW__SERVER__HOST", "127.0.0.1")
-        .env("JOBFLOW__SERVER__PORT", "0")
+        .env("JOBFLOW__SERVER__PORT", port.to_string())
         .env("JOBFLOW__LOG__FORMAT", "json")
         .env("JOBFLOW__LOG__LEVEL", "info")
         .env_remove("RUST_LOG")
@@ -62,7 +74,116 @@ fn start_with(
     (child, addr)
 }
 
-backend_tests!(kill_9_inside_the_claim_window_loses_nothing);
+backend_tests!(
+    kill_9_inside_the_claim_window_loses_nothing,
+    kill_9_while_a_log_streams_in_loses_no_acknowledged_line,
+);
+
+/// A handler logs 30 lines over 3 s while the scheduler receiving them is killed and started
+/// again on the same address and database: every line acknowledged before the kill is still
+/// there, the executor ships the rest again, and the log ends whole and in order.
+async fn kill_9_while_a_log_streams_in_loses_no_acknowledged_line(backend: Backend) {
+    use jobflow_executor::{JobContext, JobExecutor, JobResult, logs};
+    const SECRET: &str = "kill-log-secret";
+    let router = JobExecutor::with_secret(SECRET)
+        .handler("stream", |_: JobContext| async {
+            for i in 1..=30 {
+                logs::log(tracing::Level::INFO, format!("line {i}"));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            JobResult::success("streamed")
+        })
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let executor = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let db = TestDb::create(backend).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[executor]\nsigning_secret = \"{SECRET}\"\n\
+         [compensation]\npending_grace_seconds = 2\nrecovery_interval_millis = 200\n"
+    );
+    let (mut first, addr) = start_on(dir.path(), &executor, Some(&db.url), &config, port);
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("http://{addr}/api/v1/jobs"))
+        .json(
+            &json!({"name": "streaming", "serviceName": "svc", "handler": "stream",
+            "cron": "0 0 0 1 1 ? 2099"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let fired: Value = client
+        .post(format!("http://{addr}/api/v1/jobs/streaming/trigger"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let trace = fired[0]["traceId"].as_str().unwrap().to_string();
+    let read = |client: reqwest::Client, addr: String, trace: String| async move {
+        client
+            .get(format!(
+                "http://{addr}/api/v1/jobs/executions/{trace}/logs?limit=1000"
+            ))
+            .send()
+            .await
+            .ok()?
+            .json::<Value>()
+            .await
+            .ok()
+    };
+    let messages = |page: &Value| -> Vec<String> {
+        page["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["message"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = eventually(Duration::from_secs(10), "lines acknowledged", || {
+        let (c, a, t) = (client.clone(), addr.clone(), trace.clone());
+        async move {
+            let page = read(c, a, t).await?;
+            (page["lines"].as_array()?.len() >= 5).then_some(page)
+        }
+    })
+    .await;
+    let acknowledged = messages(&before);
+    assert!(
+        acknowledged.len() < 30,
+        "killed while the handler still logs"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (mut second, addr) = start_on(dir.path(), &executor, Some(&db.url), &config, port);
+    let whole = eventually(Duration::from_secs(60), "the whole log", || {
+        let (c, a, t) = (client.clone(), addr.clone(), trace.clone());
+        async move {
+            let page = read(c, a, t).await?;
+            (page["complete"] == true).then_some(page)
+        }
+    })
+    .await;
+    let all = messages(&whole);
+    let expected: Vec<String> = (1..=30).map(|i| format!("line {i}")).collect();
+    assert_eq!(all, expected, "whole and in order");
+    assert_eq!(
+        &all[..acknowledged.len()],
+        &acknowledged[..],
+        "nothing acknowledged lost"
+    );
+    second.kill().unwrap();
+    second.wait().unwrap();
+}
 
 async fn kill_9_inside_the_claim_window_loses_nothing(backend: Backend) {
     let rec = Recorder::start().await;

@@ -22,6 +22,7 @@ mod demo_e2e;
 mod engine_dispatch;
 mod engine_failures;
 mod engine_recovery;
+mod execution_logs;
 mod faults;
 mod java_executor;
 mod job_change_log;

@@ -47,6 +47,7 @@ backend_tests!(
     a_fire_judged_ahead_is_a_run_for_every_admission_after_it,
     the_api_pool_answers_while_the_scheduling_pool_waits,
     a_fire_ends_when_its_last_row_is_final_at_that_rows_finish,
+    a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_ended,
     a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole
 );
 
@@ -125,6 +126,7 @@ async fn fire_claims_are_exclusive_and_atomic(backend: Backend) {
     let (_db, s) = open(backend).await;
     let fire = Utc.with_ymd_and_hms(2024, 5, 1, 2, 0, 0).unwrap();
     let claim = FireClaim {
+        fixed_delay: None,
         claimed_at: Utc::now(),
         job_name: "j".into(),
         fire_time: fire,
@@ -148,6 +150,7 @@ async fn fire_claims_are_exclusive_and_atomic(backend: Backend) {
 
     // A second scheduler with another executor view (other ranges) still loses the fire.
     let other = FireClaim {
+        fixed_delay: None,
         claimed_at: Utc::now(),
         scheduler_instance: "b:2".into(),
         ..claim.clone()
@@ -167,6 +170,7 @@ async fn fire_claims_are_exclusive_and_atomic(backend: Backend) {
     // A failed row insert rolls the claim back, so the fire can still be recorded later.
     let fire2 = fire + Duration::minutes(1);
     let claim2 = FireClaim {
+        fixed_delay: None,
         claimed_at: Utc::now(),
         fire_time: fire2,
         ..claim.clone()
@@ -240,6 +244,7 @@ async fn batched_fires_are_independent(backend: Backend) {
     let (_db, s) = open(backend).await;
     let fire = Utc.with_ymd_and_hms(2024, 5, 1, 2, 0, 0).unwrap();
     let claim = |job: &str, by: &str| FireClaim {
+        fixed_delay: None,
         claimed_at: Utc::now(),
         job_name: job.into(),
         fire_time: fire,
@@ -262,7 +267,7 @@ async fn batched_fires_are_independent(backend: Backend) {
         .iter()
         .map(|o| match o {
             FireOutcome::Recorded(rows) => Some(rows.len()),
-            FireOutcome::AlreadyFired => None,
+            FireOutcome::AlreadyFired | FireOutcome::Behind(_) => None,
         })
         .collect();
     assert_eq!(kinds, [Some(2), None, Some(1)]);
@@ -290,6 +295,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
         .map(|i| {
             let job = format!("job-{i:03}");
             let claim = FireClaim {
+                fixed_delay: None,
                 claimed_at: Utc::now(),
                 job_name: job.clone(),
                 fire_time: fire,
@@ -366,6 +372,7 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
         .map(|i| {
             let at = start + Duration::seconds(i);
             let claim = FireClaim {
+                fixed_delay: None,
                 claimed_at: Utc::now(),
                 job_name: "many".into(),
                 fire_time: at,
@@ -771,6 +778,7 @@ async fn claimed(
     at: chrono::DateTime<Utc>,
 ) -> Vec<Execution> {
     let claim = FireClaim {
+        fixed_delay: None,
         job_name: job.into(),
         fire_time: at,
         scheduler_instance: "127.0.0.1:8080".into(),
@@ -782,7 +790,7 @@ async fn claimed(
         .unwrap()
     {
         FireOutcome::Recorded(rows) => rows,
-        FireOutcome::AlreadyFired => unreachable!("{job} {at} fired twice"),
+        other => unreachable!("{job} {at}: {other:?}"),
     }
 }
 
@@ -1258,7 +1266,7 @@ async fn a_run_taken_while_a_cover_fire_is_admitted_is_waited_for(backend: Backe
     };
     let manual = match s.record_fire(None, &[manual]).await.unwrap() {
         FireOutcome::Recorded(mut rows) => rows.remove(0),
-        FireOutcome::AlreadyFired => unreachable!(),
+        other => unreachable!("{other:?}"),
     };
     let next = claimed(&s, "cover", t0 + Duration::seconds(1)).await;
     let take = Transition::started("127.0.0.1:9".into(), t0);
@@ -1395,6 +1403,7 @@ async fn one_range_admitted_alone_is_not_judged_against_its_own_fire(backend: Ba
     create(&s, body).await;
     let at = Utc.with_ymd_and_hms(2024, 5, 1, 14, 0, 0).unwrap();
     let claim = FireClaim {
+        fixed_delay: None,
         job_name: "cover".into(),
         fire_time: at,
         scheduler_instance: "127.0.0.1:8080".into(),
@@ -1567,6 +1576,7 @@ async fn a_fire_that_found_no_executor_is_withdrawn_whole(backend: Backend) {
             ..row("j", at, 0, 9)
         };
         let claim = FireClaim {
+            fixed_delay: None,
             job_name: "j".into(),
             fire_time: at,
             scheduler_instance: me.clone(),
@@ -1579,7 +1589,7 @@ async fn a_fire_that_found_no_executor_is_withdrawn_whole(backend: Backend) {
         let (claim, rows) = record(at);
         match s.record_fire(Some(&claim), &rows).await.unwrap() {
             FireOutcome::Recorded(rows) => fires.push(rows),
-            FireOutcome::AlreadyFired => unreachable!(),
+            other => unreachable!("{other:?}"),
         }
     }
     // The second fire's FAILED row was called after all (a start): it stands.
@@ -1615,10 +1625,105 @@ async fn a_fire_that_found_no_executor_is_withdrawn_whole(backend: Backend) {
 /// What a `FIXED_DELAY` job waits for: a fire with a range still open has not ended; once
 /// every range (and retry) is final, its end is the latest finish; a recorded fire whose rows
 /// are gone ended (when, nobody knows); a fire never recorded has not.
+async fn a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_ended(
+    backend: Backend,
+) {
+    let (_db, s) = open(backend).await;
+    let at = Utc.with_ymd_and_hms(2024, 5, 1, 8, 0, 0).unwrap();
+    let secs = |n| at + Duration::seconds(n);
+    // Every claim of `delay` is a FIXED_DELAY fire with a 2 s interval, made by whichever
+    // scheduler believes it owns the job.
+    let fire = |job: &str, t, by: &str| FireRecord {
+        claim: Some(FireClaim {
+            fixed_delay: (job == "delay").then_some(2),
+            job_name: job.into(),
+            fire_time: t,
+            scheduler_instance: by.into(),
+            claimed_at: t,
+        }),
+        rows: vec![row(job, t, 0, 9)],
+    };
+    let outcome = |o: &FireOutcome| match o {
+        FireOutcome::Recorded(rows) => format!("recorded {}", rows.len()),
+        FireOutcome::AlreadyFired => "already fired".to_string(),
+        FireOutcome::Behind(t) => format!("behind {}", (*t - at).num_seconds()),
+    };
+    let record = |fires: Vec<FireRecord>| {
+        let s = s.clone();
+        async move {
+            let out = s.record_fires(&fires).await.unwrap();
+            let kinds: Vec<String> = out.iter().map(outcome).collect();
+            (kinds, out)
+        }
+    };
+    // The job's first fire has nothing to wait for.
+    let (kinds, first) = record(vec![fire("delay", at, "a:1")]).await;
+    assert_eq!(kinds, ["recorded 1"]);
+    let FireOutcome::Recorded(first) = &first[0] else {
+        unreachable!()
+    };
+    // Another scheduler that missed it (it gained the job from an older reading) fires
+    // while it is open: refused, naming the fire to wait for.
+    assert_eq!(
+        record(vec![fire("delay", secs(3), "b:1")]).await.0,
+        ["behind 0"]
+    );
+    // Ended at +1.25 s: the next may come at +4 s (the end rounded up, plus 2 s), not before.
+    let ended = Transition {
+        finish_time: Some(at + Duration::milliseconds(1_250)),
+        ..Transition::to(
+            &[ExecutionStatus::Pending, ExecutionStatus::Running],
+            ExecutionStatus::Success,
+        )
+    };
+    assert!(
+        s.transition(&first[0].trace_id, &ended)
+            .await
+            .unwrap()
+            .applied()
+    );
+    assert_eq!(
+        record(vec![fire("delay", secs(3), "b:1")]).await.0,
+        ["behind 0"]
+    );
+    assert_eq!(
+        record(vec![fire("delay", secs(4), "b:1")]).await.0,
+        ["recorded 1"]
+    );
+    // A scheduler still waiting on the first fire computes an earlier instant: refused, the
+    // later fire named.
+    assert_eq!(
+        record(vec![fire("delay", secs(2), "a:1")]).await.0,
+        ["behind 4"]
+    );
+    // In a batch, the refused fire holds back no other; the same instant again is a
+    // duplicate, as for any fire, and the batch is redone fire by fire around it.
+    assert_eq!(
+        record(vec![
+            fire("delay", secs(9), "a:1"),
+            fire("other", secs(9), "a:1")
+        ])
+        .await
+        .0,
+        ["behind 4", "recorded 1"]
+    );
+    assert_eq!(
+        record(vec![
+            fire("other", secs(9), "b:1"),
+            fire("delay", secs(9), "b:1"),
+            fire("other", secs(10), "b:1"),
+        ])
+        .await
+        .0,
+        ["already fired", "behind 4", "recorded 1"]
+    );
+}
+
 async fn a_fire_ends_when_its_last_row_is_final_at_that_rows_finish(backend: Backend) {
     let (_db, s) = open(backend).await;
     let at = Utc.with_ymd_and_hms(2024, 5, 1, 8, 0, 0).unwrap();
     let claim = |t| FireClaim {
+        fixed_delay: None,
         job_name: "delay".into(),
         fire_time: t,
         scheduler_instance: "127.0.0.1:8080".into(),
@@ -1708,6 +1813,7 @@ async fn a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole(backen
     let at = Utc.with_ymd_and_hms(2024, 5, 1, 14, 0, 0).unwrap();
     let me = "127.0.0.1:8080".to_string();
     let claim = FireClaim {
+        fixed_delay: None,
         job_name: "j".into(),
         fire_time: at,
         scheduler_instance: me.clone(),

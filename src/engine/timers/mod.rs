@@ -24,6 +24,10 @@
 //! the second, plus the interval, under the same misfire rules (of several owed at once, the
 //! latest fires). A job gained while its last recorded fire may still run waits for that
 //! fire alike; an edit while it waits changes the interval of the next wait, not the wait.
+//! The store has the last word: it records a `FIXED_DELAY` fire only when the job's latest
+//! fire has ended its interval before, and a fire it refuses sends the job back to waiting for
+//! that latest fire ([`FireSchedule::behind`]), so two schedulers that both think they own the
+//! job for a moment still put one fire out at a time.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -310,6 +314,16 @@ impl FireSchedule {
         owed(&def, schedule, after, now, rules, &mut step);
         self.settle_due(def, now, 0, &mut step);
         step
+    }
+
+    /// `job`'s fire at `fired` was refused by the store: its latest fire, at `latest`, had
+    /// not ended its interval before (made by another scheduler, or ended later than this
+    /// one read). The job waits for that fire, as for one of its own, if it still waited for
+    /// the refused one.
+    pub fn behind(&mut self, job: &str, fired: DateTime<Utc>, latest: DateTime<Utc>) {
+        if self.delays.get(job) == Some(&Delay::Waiting(fired)) {
+            self.delays.insert(job.to_string(), Delay::Waiting(latest));
+        }
     }
 
     /// Pops up to `limit` jobs whose next fire is at or before `now` (call again while

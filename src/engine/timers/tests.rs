@@ -696,6 +696,41 @@ fn a_fixed_delay_job_gained_waits_for_its_previous_owners_last_fire() {
 }
 
 #[test]
+fn a_fixed_delay_fire_the_store_refused_waits_for_the_fire_it_names() {
+    let mut s = fired_at_10();
+    // The fire at 10 was refused: another scheduler's fire at 8 is the latest, still open.
+    s.behind(
+        "delay",
+        t("2024-01-01T00:00:10Z"),
+        t("2024-01-01T00:00:08Z"),
+    );
+    assert_eq!(
+        s.waiting(),
+        [("delay".to_string(), t("2024-01-01T00:00:08Z"))]
+    );
+    assert_eq!(s.next_deadline(), None, "nothing due while that fire runs");
+    // A refusal of a fire the job no longer waits for changes nothing.
+    s.behind(
+        "delay",
+        t("2024-01-01T00:00:10Z"),
+        t("2024-01-01T00:00:30Z"),
+    );
+    assert_eq!(
+        s.waiting(),
+        [("delay".to_string(), t("2024-01-01T00:00:08Z"))]
+    );
+    // It ended at 12.5: the next instant is 13 + 5.
+    s.fire_ended(
+        "delay",
+        t("2024-01-01T00:00:08Z"),
+        Some(t("2024-01-01T00:00:12.5Z")),
+        t("2024-01-01T00:00:12.9Z"),
+        RULES,
+    );
+    assert_eq!(s.next_deadline(), Some(t("2024-01-01T00:00:18Z")));
+}
+
+#[test]
 fn a_fixed_delay_job_owed_several_instants_fires_only_the_latest() {
     let mut s = FireSchedule::default();
     // Gained with no fire known, 3 s after instants 10 and 11 of a 1 s rate (tolerance 5 s).
