@@ -17,7 +17,7 @@ use crate::alerts::Alerts;
 use crate::api::{self, AppState};
 use crate::clock::Clock;
 use crate::config::{DiscoveryMode, Settings};
-use crate::config_center::{JobDocumentSync, NacosConfigClient};
+use crate::config_center::{JobDocumentSync, check_login};
 use crate::discovery::{self, Discovery, NacosDiscovery, Standalone};
 use crate::dispatch::{self as dispatch_stages, Dispatcher};
 use crate::engine::{ClusterState, Engine, EngineParts};
@@ -180,8 +180,8 @@ impl Application {
             state.cluster.clone(),
         );
         let retention_task = tokio::spawn(retention.run(background.clone()));
-        if let Some((sync, md5)) = job_document {
-            tokio::spawn(sync.run(md5, background.clone()));
+        if let Some((sync, seen)) = job_document {
+            tokio::spawn(sync.run(seen, background.clone()));
         }
         state
             .discovery
@@ -265,7 +265,7 @@ async fn join_discovery(settings: &Settings) -> anyhow::Result<Arc<dyn Discovery
             if settings.nacos.username.is_some() {
                 // A clear start-up error for wrong credentials, before the naming client
                 // (which would only log its failed logins).
-                NacosConfigClient::new(&settings.nacos).login().await?;
+                check_login(&settings.nacos).await?;
             }
             NacosDiscovery::connect(&settings.nacos, ip, port).await?
         }
@@ -283,8 +283,8 @@ async fn follow_job_document(
         JobDocumentSync::connect(settings, clock, store.clone(), job_changes.clone()).await?;
     Ok(match sync {
         Some(sync) => {
-            let md5 = sync.start().await;
-            Some((sync, md5))
+            let seen = sync.start().await;
+            Some((sync, seen))
         }
         None => None,
     })

@@ -71,7 +71,34 @@ impl NacosSettings {
     }
 }
 
-/// The namespace id Nacos expects: `public` is the default namespace, whose id is empty.
+/// The namespace id to hand nacos-sdk: the default namespace `public` as the blank id.
+///
+/// Nacos 2 keeps configs of the default namespace under the blank id and would read a literal
+/// `public` as another namespace; Nacos 3 names it `public` and normalises a blank id to it.
+/// The blank id is therefore right for both, and nacos-sdk's naming client turns it into
+/// `public` itself, which both versions use for services.
 pub fn namespace_id(namespace: &str) -> &str {
     if namespace == "public" { "" } else { namespace }
+}
+
+impl NacosSettings {
+    /// What nacos-sdk's naming and config clients connect with: the servers, the namespace,
+    /// the credentials. Our configuration, not `NACOS_CLIENT_*` variables, decides.
+    pub fn client_props(&self) -> nacos_sdk::api::props::ClientProps {
+        let mut props = nacos_sdk::api::props::ClientProps::new()
+            .server_addr(self.server_addr.clone())
+            .namespace(namespace_id(&self.namespace).to_string())
+            .app_name("jobflow")
+            .env_first(false);
+        if let Some(user) = &self.username {
+            props = props.auth_username(user.clone());
+            props = props.auth_password(
+                self.password
+                    .as_ref()
+                    .map(|p| p.expose().to_string())
+                    .unwrap_or_default(),
+            );
+        }
+        props
+    }
 }

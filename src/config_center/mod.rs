@@ -2,7 +2,9 @@
 //! (`nacos.jobs_data_id`, `nacos.jobs_group`) is the source of truth for the jobs it names.
 //!
 //! Every instance with a data id configured, in standalone or nacos mode, follows the
-//! document: it reads it at start-up, then long-polls Nacos for changes. Each content it sees
+//! document over nacos-sdk's gRPC config client ([`client`]): it reads it at start-up, then
+//! again at each push and every [`RESYNC`], which is how a removed document is seen. Each
+//! content it has not seen before
 //! is parsed and validated as a whole ([`JobDocument::parse`], then the references of every
 //! entry); a document with any problem is rejected with an error naming the entries and
 //! fields, counted in `nacos_jobs_document_rejected_total`, and nothing changes: the running
@@ -24,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::clock::Clock;
 
-pub use client::{ConfigKey, LONG_POLL, NacosConfigClient, NacosError, content_md5};
+pub use client::{ConfigKey, NacosConfigClient, NacosError, RESYNC, check_login};
 
 use crate::config::Settings;
 use crate::jobs::{
@@ -72,17 +74,17 @@ impl JobDocumentSync {
         if nacos.jobs_data_id.is_empty() {
             return Ok(None);
         }
-        let client = NacosConfigClient::new(nacos);
-        match client.login().await {
+        match check_login(nacos).await {
             Ok(()) => {}
             Err(e @ NacosError::LoginRefused { .. }) => return Err(e),
             // Nacos being away at start-up is not fatal: the loop keeps trying.
             Err(e) => tracing::warn!(error = %e, "cannot log in to Nacos yet; will retry"),
         }
+        let key = ConfigKey::new(&nacos.jobs_data_id, &nacos.jobs_group, &nacos.namespace);
         Ok(Some(Self {
             clock,
-            client,
-            key: ConfigKey::new(&nacos.jobs_data_id, &nacos.jobs_group, &nacos.namespace),
+            client: NacosConfigClient::new(nacos, key.clone()),
+            key,
             format: DocumentFormat::for_data_id(&nacos.jobs_data_id),
             store,
             job_changes,
@@ -102,7 +104,7 @@ impl JobDocumentSync {
     /// applies it when valid.
     pub async fn apply_content(&self, content: Option<&str>) -> Result<SyncOutcome, StoreError> {
         let text = content.unwrap_or("");
-        let hash = hex::encode(Sha256::digest(text.as_bytes()));
+        let hash = content_hash(text);
         let checked = match JobDocument::parse(text, self.format, self.default_tz, self.clock.now())
         {
             Ok(doc) => match self.reference_errors(&doc).await? {
@@ -225,19 +227,23 @@ impl JobDocumentSync {
         Ok(problems)
     }
 
-    /// Reads the document once and applies it; the MD5 Nacos knows the content by (empty
-    /// when there is no document).
-    async fn sync_once(&self) -> Result<String, SyncError> {
-        let content = self.client.get(&self.key).await?;
-        self.apply_content(content.as_deref()).await?;
-        Ok(content.as_deref().map(content_md5).unwrap_or_default())
+    /// Reads the document and applies it unless its content is `seen` already (applied,
+    /// found applied, or rejected: a broken document is reported once, not at every read).
+    /// The hash of the content read.
+    async fn sync_once(&self, seen: Option<&str>) -> Result<String, SyncError> {
+        let content = self.client.get().await?;
+        let hash = content_hash(content.as_deref().unwrap_or(""));
+        if seen != Some(hash.as_str()) {
+            self.apply_content(content.as_deref()).await?;
+        }
+        Ok(hash)
     }
 
     /// The first read, before the engine loads the jobs, so an instance starts with the
     /// document's jobs. Failures are logged: the loop retries.
     pub async fn start(&self) -> Option<String> {
-        match self.sync_once().await {
-            Ok(md5) => Some(md5),
+        match self.sync_once(None).await {
+            Ok(hash) => Some(hash),
             Err(e) => {
                 tracing::warn!(error = %e, data_id = %self.key.data_id, "cannot read the jobs document yet; will retry");
                 None
@@ -245,45 +251,46 @@ impl JobDocumentSync {
         }
     }
 
-    /// Follows the document until `stop`: long-polls for a change, then reads and applies the
-    /// new content. Errors back off from 1 s to 30 s; nothing is applied while Nacos is away.
-    pub async fn run(self, mut md5: Option<String>, stop: CancellationToken) {
+    /// Follows the document until `stop`: subscribes to pushes, then reads (and applies what is
+    /// new) after each push and every [`RESYNC`]. Errors back off from 1 s to 30 s; nothing is
+    /// applied while Nacos is away.
+    pub async fn run(self, mut seen: Option<String>, stop: CancellationToken) {
         let backoff = Backoff::doubling(Duration::from_secs(1), Duration::from_secs(30));
         let mut failures = 0;
         loop {
             let step = async {
-                if let Some(known) = &md5
-                    && !self
-                        .client
-                        .wait_for_change(&self.key, known, LONG_POLL)
-                        .await?
-                {
-                    return Ok(None);
-                }
-                self.sync_once().await.map(Some)
+                self.client.watch().await?;
+                self.sync_once(seen.as_deref()).await
             };
-            let result: Result<Option<String>, SyncError> = tokio::select! {
+            let result: Result<String, SyncError> = tokio::select! {
                 _ = stop.cancelled() => return,
                 r = step => r,
             };
-            match result {
-                Ok(Some(new)) => {
-                    md5 = Some(new);
+            let wait = match result {
+                Ok(hash) => {
+                    seen = Some(hash);
                     failures = 0;
+                    RESYNC
                 }
-                Ok(None) => failures = 0,
                 Err(e) => {
                     failures += 1;
                     let delay = backoff.delay(failures);
                     tracing::warn!(error = %e, data_id = %self.key.data_id, retry_in_seconds = delay.as_secs(), "following the jobs document failed");
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(delay) => {}
-                    }
+                    delay
                 }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.client.pushed(), if failures == 0 => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
     }
+}
+
+/// What a content is known by: the hash [`Store::apply_job_document`] compares and sets.
+fn content_hash(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 #[derive(Debug, thiserror::Error)]

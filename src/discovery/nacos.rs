@@ -19,7 +19,6 @@ use async_trait::async_trait;
 use nacos_sdk::api::naming::{
     NamingChangeEvent, NamingEventListener, NamingService, NamingServiceBuilder, ServiceInstance,
 };
-use nacos_sdk::api::props::ClientProps;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -137,24 +136,9 @@ impl NacosDiscovery {
         ip: String,
         port: u16,
     ) -> anyhow::Result<Arc<Self>> {
-        let mut props = ClientProps::new()
-            .server_addr(settings.server_addr.clone())
-            .namespace(crate::config::namespace_id(&settings.namespace).to_string())
-            .app_name("jobflow")
-            .naming_push_empty_protection(true)
-            // Our configuration, not NACOS_CLIENT_* variables, decides where to connect.
-            .env_first(false);
-        let mut builder_needs_auth = false;
-        if let Some(user) = &settings.username {
-            props = props.auth_username(user.clone());
-            builder_needs_auth = true;
-        }
-        if let Some(pass) = &settings.password {
-            props = props.auth_password(pass.expose().to_string());
-            builder_needs_auth = true;
-        }
+        let props = settings.client_props().naming_push_empty_protection(true);
         let mut builder = NamingServiceBuilder::new(props);
-        if builder_needs_auth {
+        if settings.username.is_some() {
             builder = builder.enable_auth_plugin_http();
         }
         let naming = builder

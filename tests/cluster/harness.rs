@@ -156,6 +156,17 @@ impl Rnacos {
     /// Publishes a config through the open API, as an operator's `curl` would; the instant
     /// the request went out.
     pub async fn publish_config(&self, data_id: &str, group: &str, content: &str) -> Instant {
+        self.publish_config_in("", data_id, group, content).await
+    }
+
+    /// [`Self::publish_config`] in the namespace whose id is `tenant` (blank: the default).
+    pub async fn publish_config_in(
+        &self,
+        tenant: &str,
+        data_id: &str,
+        group: &str,
+        content: &str,
+    ) -> Instant {
         let token = self.admin_token().await;
         let mut req = reqwest::Client::new()
             .post(format!(
@@ -165,6 +176,7 @@ impl Rnacos {
             .form(&[
                 ("dataId", data_id),
                 ("group", group),
+                ("tenant", tenant),
                 ("content", content),
                 ("type", "yaml"),
             ]);
@@ -183,12 +195,16 @@ impl Rnacos {
     }
 
     pub async fn remove_config(&self, data_id: &str, group: &str) {
+        self.remove_config_in("", data_id, group).await
+    }
+
+    pub async fn remove_config_in(&self, tenant: &str, data_id: &str, group: &str) {
         let mut req = reqwest::Client::new()
             .delete(format!(
                 "http://127.0.0.1:{}/nacos/v1/cs/configs",
                 self.http_port
             ))
-            .query(&[("dataId", data_id), ("group", group)]);
+            .query(&[("dataId", data_id), ("group", group), ("tenant", tenant)]);
         if let Some(t) = self.admin_token().await {
             req = req.header("accessToken", t);
         }

@@ -380,7 +380,43 @@ async fn jobs_document_on_rnacos_with_auth() {
         );
     }
 
-    // 8. Wrong credentials: a clear start-up error naming the keys, without the secret.
+    // 8. Namespaces: an instance of namespace `team-a` follows that namespace's document and
+    //    not the default one's, which the others follow (published again after its removal:
+    //    the SDK passes no push for that, the periodic read sees it).
+    let db3 = MySqlDb::create().await;
+    let mut team_settings = standalone_settings.clone();
+    team_settings.push(("JOBFLOW__NACOS__NAMESPACE", "team-a"));
+    let team = Scheduler::start_with(&db3.url, &nacos.addr(), &team_settings).await;
+    let team_doc = document(&[("team-a-tick", "* * * * * ?", json!({"team": "a"}))]);
+    nacos
+        .publish_config_in("team-a", DATA_ID, GROUP, &team_doc)
+        .await;
+    let public_doc = document(&[("public-tick", "* * * * * ?", json!({"team": "all"}))]);
+    nacos.publish_config(DATA_ID, GROUP, &public_doc).await;
+    wait_for(
+        Duration::from_secs(20),
+        "each namespace's job on its instances",
+        || async {
+            (job(&team, "team-a-tick").await.0 == 200
+                && job(&s1, "public-tick").await.0 == 200
+                && job(&lone, "public-tick").await.0 == 200)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(job(&team, "public-tick").await.0, 404);
+    assert_eq!(job(&s1, "team-a-tick").await.0, 404);
+    assert_eq!(job(&lone, "team-a-tick").await.0, 404);
+    nacos.remove_config_in("team-a", DATA_ID, GROUP).await;
+    wait_for(
+        Duration::from_secs(20),
+        "team-a's document removed",
+        || async { (job(&team, "team-a-tick").await.0 == 404).then_some(()) },
+    )
+    .await;
+    assert_eq!(job(&s1, "public-tick").await.0, 200);
+
+    // 9. Wrong credentials: a clear start-up error naming the keys, without the secret.
     for mode in ["nacos", "standalone"] {
         let wrong = "Not-The-Password-99";
         let (status, output) = Scheduler::start_expecting_failure(
