@@ -62,29 +62,28 @@ ensure_rnacos() {
     fi
 }
 
-ensure_python() {
-    if ! command -v python3 >/dev/null 2>&1; then
-        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-            log "installing python3"
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 >/dev/null
-        else
-            echo "python3 is needed for the protocol docs test" >&2
-            exit 1
-        fi
-    fi
-}
-
-ensure_promtool() {
-    if command -v promtool >/dev/null 2>&1; then
+# Installs Debian's PACKAGE (as root, with apt-get) unless COMMAND is there; otherwise stops,
+# saying what needs it.
+apt_install_for() {
+    local command=$1 package=$2 why=$3
+    if command -v "$command" >/dev/null 2>&1 || { [[ "$command" == /* ]] && [ -e "$command" ]; }; then
         return
     fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        log "installing promtool (Debian package prometheus)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+        log "installing $package ($why)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
     else
-        echo "promtool is needed to check deploy/prometheus: install the prometheus package" >&2
+        echo "$command is needed for $why: install $package" >&2
         exit 1
     fi
+}
+
+ensure_python() {
+    apt_install_for python3 python3 "the protocol docs test and the conformance suite"
+}
+
+ensure_promtool() {
+    apt_install_for promtool prometheus "checking deploy/prometheus"
 }
 
 # The Kubernetes version whose schemas the manifests are checked against.
@@ -100,29 +99,12 @@ ensure_kubernetes_validate() {
 }
 
 ensure_java() {
-    if command -v javac >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
-        return
-    fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        log "installing a JDK (default-jdk-headless)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless >/dev/null
-    else
-        echo "javac and java are needed for the Java executor example" >&2
-        exit 1
-    fi
+    apt_install_for javac default-jdk-headless "the Java executor example"
+    apt_install_for java default-jdk-headless "the Java executor example"
 }
 
 ensure_chromium() {
-    if [ -x /usr/bin/chromium ]; then
-        return
-    fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        log "installing chromium (Debian) for the console tests"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-    else
-        echo "chromium is needed for the console tests: apt-get install chromium" >&2
-        exit 1
-    fi
+    apt_install_for /usr/bin/chromium chromium "the console tests"
 }
 
 # A second MariaDB that accepts TLS connections only (require_secure_transport=ON), on a free
@@ -175,4 +157,8 @@ stop_tls_mariadb() {
         rm -rf "$TLS_DIR"
         TLS_PID=""
     fi
+}
+
+ensure_go() {
+    apt_install_for go golang-go "the Go SDK"
 }

@@ -6,7 +6,7 @@
 # TLS-only MariaDB on a free port (tests/it/mysql_tls.rs), rnacos (cargo install rnacos --locked
 # when missing), python3 (the protocol docs' Python executor), a JDK (the Java executor
 # example), promtool and kubernetes-validate (scripts/check-deploy.sh), chromium (apt) and
-# Playwright (PyPI) for the console.
+# Playwright (PyPI) for the console, uvicorn, starlette and pytest (PyPI) for the Python SDK.
 #
 # JOBFLOW_TEST_MYSQL_URL overrides the server the MySQL suite uses
 # (default mysql://root@127.0.0.1:3306; every test creates and drops its own database).
@@ -32,6 +32,12 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo test (unit, SQLite and MySQL integration suites, SDK, cluster on rnacos, doc tests)"
 cargo test --workspace --locked -- --test-threads="${JOBFLOW_TEST_THREADS:-4}"
+
+log "executor SDKs: their own tests and the conformance suite (scripts/conformance.sh)"
+scripts/conformance.sh
+
+log "the README's two commands and quick start on a fresh clone (scripts/readme-check.sh)"
+scripts/readme-check.sh
 
 log "deployment files (scripts/check-deploy.sh): Dockerfile's cargo command, promtool, Kubernetes schemas"
 scripts/check-deploy.sh

@@ -11,12 +11,28 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// README, CONTRIBUTING, every page under docs/, and the READMEs of the conformance suite,
+/// the examples and the SDKs.
 fn documents() -> Vec<PathBuf> {
-    let mut docs = vec![root().join("README.md"), root().join("CONTRIBUTING.md")];
-    for entry in fs::read_dir(root().join("docs")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "md") {
-            docs.push(path);
+    let mut docs = vec![
+        root().join("README.md"),
+        root().join("CONTRIBUTING.md"),
+        root().join("conformance/README.md"),
+        root().join("examples/README.md"),
+        root().join("sdks/python/README.md"),
+        root().join("sdks/node/README.md"),
+        root().join("sdks/go/README.md"),
+        root().join("sdks/java/README.md"),
+    ];
+    let mut dirs = vec![root().join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                docs.push(path);
+            }
         }
     }
     docs.sort();
