@@ -23,10 +23,13 @@
 #                                    after); empty keeps the server's
 #   BENCH_SEARCH_ROWS=20000000       executions in the table the execution search is timed on
 #   BENCH_OVERLAP_JOBS=1000          jobs of the SKIP and COVER precision runs (set beside ALLOW)
+#   BENCH_LOG_JOBS=1000              one-second jobs of the execution-log runs, on the Rust SDK's
+#                                    executor: handlers logging nothing, then BENCH_LOG_LINES
+#   BENCH_LOG_LINES=10               lines each execution logs (shipped and stored)
 #   BENCH_CAMPAIGN_SEEDS=1-50        fault campaign seeds (scripts/campaign.sh)
 #   BENCH_CAMPAIGN_SECONDS=300       fault phase of each campaign seed
-#   BENCH_ONLY="precision cluster"   run only these groups (startup precision overlap throughput
-#                                    burst idle cluster retention search campaign)
+#   BENCH_ONLY="precision cluster"   run only these groups (startup precision overlap logs
+#                                    throughput burst idle cluster retention search campaign)
 # Results: target/bench-results/<UTC time>/ (results.md and CSVs), plot: docs/benchmarks.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,9 +53,11 @@ RET_PAIRS="${BENCH_RETENTION_PAIRS:-3}"
 RET_POOL="${BENCH_RETENTION_BUFFER_POOL_MIB:-}"
 SEARCH_ROWS="${BENCH_SEARCH_ROWS:-20000000}"
 OVERLAP_JOBS="${BENCH_OVERLAP_JOBS:-1000}"
+LOG_JOBS="${BENCH_LOG_JOBS:-1000}"
+LOG_LINES="${BENCH_LOG_LINES:-10}"
 CAMPAIGN_SEEDS="${BENCH_CAMPAIGN_SEEDS:-1-50}"
 CAMPAIGN_SECS="${BENCH_CAMPAIGN_SECONDS:-300}"
-ONLY="${BENCH_ONLY:-startup precision overlap throughput burst idle cluster retention search campaign}"
+ONLY="${BENCH_ONLY:-startup precision overlap logs throughput burst idle cluster retention search campaign}"
 
 ensure_mariadb
 ensure_rnacos
@@ -118,6 +123,13 @@ if wants overlap; then
     # Guarded fires are judged just before their instant: their delay beside ALLOW's, same run.
     for policy in ALLOW SKIP COVER; do
         run precision --jobs "$OVERLAP_JOBS" --seconds "$SECS" --overlap "$policy"
+    done
+fi
+if wants logs; then
+    # The same SDK executor, its handlers logging nothing and then LOG_LINES lines each.
+    for _ in $(seq "$RUNS"); do
+        run precision --jobs "$LOG_JOBS" --seconds "$SECS" --log-lines 0
+        run precision --jobs "$LOG_JOBS" --seconds "$SECS" --log-lines "$LOG_LINES"
     done
 fi
 if wants throughput; then

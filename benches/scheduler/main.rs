@@ -3,7 +3,7 @@
 //! peers users would pick instead. `scripts/bench.sh` runs them all; one scenario at a time:
 //!
 //! ```text
-//! cargo bench --bench scheduler -- precision --jobs 1000 --seconds 20 [--shards 10] [--sqlite] [--overlap SKIP]
+//! cargo bench --bench scheduler -- precision --jobs 1000 --seconds 20 [--shards 10] [--sqlite] [--overlap SKIP] [--log-lines 10]
 //! cargo bench --bench scheduler -- throughput --jobs 1000 --shards 10      # 300 s window
 //! cargo bench --bench scheduler -- burst --jobs 10000
 //! cargo bench --bench scheduler -- idle --jobs 10000 [--distinct]
@@ -24,6 +24,9 @@
 //!   instances; delay from each scheduled instant to the executor receiving the call, the
 //!   executions per second delivered, fires lost or doubled, CPU of JobFlow, of the database
 //!   and of the executor, and the database statements, commits and log fsyncs per fire.
+//!   With `--log-lines N` the executor is the Rust SDK's (signed calls), its handler logs N
+//!   lines per execution that the SDK ships to the scheduler (0: the same executor logging
+//!   nothing, the baseline), and the run also reports the log's database bytes per line.
 //! - burst: N jobs due at the same instant: when the last call arrives, how many never do.
 //! - idle: N enabled jobs that do not fire during the run; RSS and CPU of the instance.
 //! - startup: process start to listening and to ready, on an empty database.
@@ -81,6 +84,8 @@ pub struct Args {
     /// precision: the jobs' `overlapPolicy` (SKIP and COVER jobs are judged and recorded at
     /// their instant; ALLOW jobs are claimed ahead).
     pub overlap: String,
+    /// precision: executors built on the Rust SDK whose handlers log this many lines.
+    pub log_lines: Option<usize>,
 }
 
 fn args() -> Args {
@@ -102,6 +107,7 @@ fn args() -> Args {
         max_seconds: 3600,
         buffer_pool_mib: None,
         overlap: "ALLOW".into(),
+        log_lines: None,
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
@@ -130,6 +136,9 @@ fn args() -> Args {
                 )
             }
             "--overlap" => a.overlap = value("--overlap"),
+            "--log-lines" => {
+                a.log_lines = Some(value("--log-lines").parse().expect("--log-lines N"))
+            }
             "--sqlite" => a.sqlite = true,
             "--distinct" => a.distinct = true,
             "precision" | "throughput" | "burst" | "idle" | "startup" | "cluster" | "peer-tcs"

@@ -6,8 +6,9 @@ use chrono::{DateTime, SubsecRound, Timelike, Utc};
 
 use crate::Args;
 use crate::support::{
-    Database, DelayStats, Jobflow, create_jobs, database_pid, metric_sum, own_cpu, percentile,
-    proc_usage, read_api_until, record, record_precision, recorder, server_counters,
+    Database, DelayStats, Jobflow, SDK_SECRET, create_jobs, database_pid, log_table_bytes,
+    metric_sum, own_cpu, percentile, proc_usage, read_api_until, record, record_precision,
+    recorder, sdk_recorder, server_counters,
 };
 
 /// CPU seconds of JobFlow, the database server and the benchmark process (the executor).
@@ -48,12 +49,21 @@ async fn sleep_until(t: DateTime<Utc>) {
 }
 
 pub async fn precision(a: &Args) {
-    let (executors, calls) = recorder(a.shards as usize).await;
+    let (executors, calls) = match a.log_lines {
+        Some(lines) => sdk_recorder(a.shards as usize, lines).await,
+        None => recorder(a.shards as usize).await,
+    };
     let db = Database::create(a.sqlite).await;
-    let jf = Jobflow::start_default(&db.url, &executors);
+    let signed = [("JOBFLOW__EXECUTOR__SIGNING_SECRET", SDK_SECRET.to_string())];
+    let settings: &[(&str, String)] = if a.log_lines.is_some() { &signed } else { &[] };
+    let jf = Jobflow::start_default(&db.url, &executors, settings);
     let backend = if a.sqlite { "SQLite" } else { "MariaDB" };
+    let executor = match a.log_lines {
+        Some(n) => format!(", SDK executor logging {n} lines per execution"),
+        None => String::new(),
+    };
     println!(
-        "# {} — {} jobs × {} shards, {} s window, {backend}, overlapPolicy {}",
+        "# {} — {} jobs × {} shards, {} s window, {backend}, overlapPolicy {}{executor}",
         a.scenario, a.jobs, a.shards, a.seconds, a.overlap
     );
     let took = create_jobs(&jf.api, a.jobs, "* * * * * ?", a.shards, &a.overlap).await;
@@ -125,6 +135,20 @@ pub async fn precision(a: &Args) {
             .collect();
         parts.sort();
         println!("per fire: {}", parts.join(", "));
+    }
+    if let (Some(lines), false) = (a.log_lines, a.sqlite) {
+        let (bytes, stored) = log_table_bytes(&db.url).await;
+        let fires_per_s = stats.executions as f64 / a.seconds as f64;
+        println!(
+            "execution logs: {stored:.0} lines stored of {} logged, {:.0} bytes per line in the database; DB CPU per execution {:.0} µs",
+            calls.lock().unwrap().len() * lines,
+            if stored > 0.0 {
+                bytes / stored
+            } else {
+                f64::NAN
+            },
+            cpu.database / fires_per_s * 1e6,
+        );
     }
     let reads = reads.await.unwrap();
     println!(

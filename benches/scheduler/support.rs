@@ -62,6 +62,72 @@ pub async fn recorder(ports: usize) -> (Vec<String>, Calls) {
     (addrs, calls)
 }
 
+/// The signing secret of the SDK executors and of the scheduler that calls them.
+pub const SDK_SECRET: &str = "bench-signing-secret";
+
+/// As [`recorder`], but each executor is the Rust SDK's (signed calls, logs captured and
+/// shipped to the scheduler) with the benchmark's one handler, `noop`, that records its call and logs `lines`
+/// lines. The time received is when the handler starts, after the SDK's checks.
+pub async fn sdk_recorder(ports: usize, lines: usize) -> (Vec<String>, Calls) {
+    use jobflow_executor::logs::log;
+    use jobflow_executor::{JobContext, JobExecutor, JobResult};
+    use tracing::Level;
+    let calls: Calls = Arc::default();
+    let mut addrs = Vec::with_capacity(ports);
+    for _ in 0..ports {
+        let sink = calls.clone();
+        let executor =
+            JobExecutor::with_secret(SDK_SECRET).handler("noop", move |ctx: JobContext| {
+                let sink = sink.clone();
+                async move {
+                    sink.lock().unwrap().push(Call {
+                        job: ctx.job_name.clone(),
+                        fire: ctx.fire_time,
+                        shard_start: ctx.shard_start,
+                        received: Utc::now(),
+                    });
+                    for i in 1..=lines {
+                        log(
+                            Level::INFO,
+                            format!(
+                                "{}: batch {i} of {lines} done, 250 orders synced, 0 skipped",
+                                ctx.job_name
+                            ),
+                        );
+                    }
+                    JobResult::success("done")
+                }
+            });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.push(listener.local_addr().unwrap().to_string());
+        let app = executor.router();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    }
+    (addrs, calls)
+}
+
+/// Bytes the database holds for the lines of execution logs (data and indexes, after the
+/// statistics are refreshed), and how many lines.
+pub async fn log_table_bytes(url: &str) -> (f64, f64) {
+    let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
+    sqlx::query("ANALYZE TABLE job_execution_log")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let bytes: (i64,) = sqlx::query_as(
+        "SELECT CAST(data_length + index_length AS SIGNED) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name = 'job_execution_log'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let lines: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM job_execution_log")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    (bytes.0 as f64, lines.0 as f64)
+}
+
 pub struct Database {
     pub url: String,
     /// The server URL without a database, for MySQL/MariaDB.
@@ -153,8 +219,9 @@ impl Jobflow {
 
     /// As a user runs it: every setting at its default (text logs at INFO, the default
     /// connection pool) but the database, the address and the executors.
-    pub fn start_default(db: &str, executors: &[String]) -> Self {
-        Self::spawn(db, executors, &[])
+    /// `settings` are what the scenario itself needs (a signing secret), nothing tuned.
+    pub fn start_default(db: &str, executors: &[String], settings: &[(&str, String)]) -> Self {
+        Self::spawn(db, executors, settings)
     }
 
     fn spawn(db: &str, executors: &[String], settings: &[(&str, String)]) -> Self {
