@@ -31,8 +31,10 @@ const EXECUTOR_SERVICE: &str = "cluster-exec";
 
 /// Two executors: one registered over gRPC by the executor SDK (ephemeral, like a Nacos 2.x
 /// client), one over the 1.x HTTP open API (persistent, like an older Spring Cloud service).
+/// Both remember their runs as the SDKs do: a scheduler killed between a call and writing
+/// RUNNING leaves a PENDING row whose executor says it had the call, and is not called twice.
 async fn executors(nacos: &Rnacos) -> (Recorder, Recorder, nacos_sdk::api::naming::NamingService) {
-    let (a, b) = (Recorder::start().await, Recorder::start().await);
+    let (a, b) = (Recorder::remembering().await, Recorder::remembering().await);
     // The SDK's own registration (what a Rust executor uses).
     let (ip, port) = a.addr.rsplit_once(':').unwrap();
     let naming = jobflow_executor::nacos::register(&jobflow_executor::nacos::Registration {

@@ -81,6 +81,9 @@ struct Shared {
     behaviour: Arc<Mutex<Behaviour>>,
     status: Arc<Mutex<Option<Value>>>,
     cancels: Arc<Mutex<Vec<String>>>,
+    /// Set for an executor that remembers its runs, as every SDK does: the status of a trace
+    /// id it was called for, by trace id (RUNNING until its reply, then its verdict).
+    memory: Option<Arc<Mutex<BTreeMap<String, &'static str>>>>,
 }
 
 pub struct Recorder {
@@ -95,12 +98,32 @@ impl Recorder {
     }
 
     pub async fn with(behaviour: impl Fn(&RecordedCall) -> Reply + Send + Sync + 'static) -> Self {
-        let shared = Shared {
+        Self::serve(Shared {
             calls: Arc::default(),
             behaviour: Arc::new(Mutex::new(Arc::new(behaviour))),
             status: Arc::default(),
             cancels: Arc::default(),
-        };
+            memory: None,
+        })
+        .await
+    }
+
+    /// Answers every call at once, and its status from the memory of its runs, as the SDKs
+    /// do (docs/executor-protocol.md): asked about a trace id it was called for, it answers
+    /// RUNNING or the verdict it replied with; 404 only for one it never had. A scheduler that
+    /// died between a call and writing RUNNING is then not called again by compensation.
+    pub async fn remembering() -> Self {
+        Self::serve(Shared {
+            calls: Arc::default(),
+            behaviour: Arc::new(Mutex::new(Arc::new(|_: &RecordedCall| Reply::ok()))),
+            status: Arc::default(),
+            cancels: Arc::default(),
+            memory: Some(Arc::default()),
+        })
+        .await
+    }
+
+    async fn serve(shared: Shared) -> Self {
         let app = Router::new()
             .route("/internal/job/status/{trace}", get(status))
             .route("/internal/job/cancel/{trace}", post(cancel))
@@ -169,8 +192,19 @@ async fn call(
     };
     let behaviour = s.behaviour.lock().unwrap().clone();
     let reply = behaviour(&rec);
+    let trace = rec.trace_id().to_string();
     s.calls.lock().unwrap().push(rec);
+    if let Some(memory) = &s.memory {
+        memory.lock().unwrap().insert(trace.clone(), "RUNNING");
+    }
     tokio::time::sleep(reply.delay).await;
+    if let Some(memory) = &s.memory {
+        let success = reply.status == 200
+            && serde_json::from_str::<Value>(&reply.body)
+                .is_ok_and(|b| b["success"] == Value::Bool(true));
+        let verdict = if success { "SUCCESS" } else { "FAILED" };
+        memory.lock().unwrap().insert(trace, verdict);
+    }
     (StatusCode::from_u16(reply.status).unwrap(), reply.body)
 }
 
@@ -197,7 +231,20 @@ async fn status(State(s): State<Shared>, Path(trace): Path<String>) -> (StatusCo
             };
             (code, v.to_string())
         }
-        None => (StatusCode::NOT_FOUND, String::new()),
+        None => {
+            let remembered = s
+                .memory
+                .as_ref()
+                .and_then(|m| m.lock().unwrap().get(&trace).copied());
+            match remembered {
+                Some(status) => {
+                    let answer = serde_json::json!({"traceId": trace, "status": status,
+                        "message": "remembered", "startedAt": "2020-01-01T00:00:00Z"});
+                    (StatusCode::OK, answer.to_string())
+                }
+                None => (StatusCode::NOT_FOUND, String::new()),
+            }
+        }
     }
 }
 
