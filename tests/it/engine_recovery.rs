@@ -17,6 +17,7 @@ use crate::recorder::{Recorder, Reply};
 backend_tests!(
     compensation_times_out_stuck_running_rows_and_retries,
     compensation_redispatches_abandoned_pending_rows,
+    a_pending_row_whose_call_arrived_is_adopted_not_called_again,
     compensation_withdraws_a_fire_from_before_the_job_was_created_again,
     a_call_that_never_arrived_is_sent_again_without_spending_a_retry,
     a_run_lost_to_an_executor_restart_is_retried,
@@ -76,7 +77,8 @@ async fn abandoned_row_at(
         trigger_type: TriggerType::Cron,
         fire_time: fire,
         scheduler_instance: "10.9.9.9:8080".into(),
-        executor_instance: None,
+        // A PENDING row is planned towards its executor when it is recorded.
+        executor_instance: (!executor.is_empty()).then(|| executor.into()),
         shard_start: 0,
         shard_end: 0,
         shard_count: 1,
@@ -184,6 +186,32 @@ async fn compensation_redispatches_abandoned_pending_rows(backend: Backend) {
     let calls = rec.calls();
     assert_eq!(calls.len(), 1, "dispatched once");
     assert_eq!(calls[0].trace_id(), trace);
+}
+
+/// The holder died between its call and writing RUNNING (the row stays PENDING): the planned
+/// executor says it has the run, so compensation adopts it (RUNNING, then the verdict the
+/// executor reports) and never calls it a second time.
+async fn a_pending_row_whose_call_arrived_is_adopted_not_called_again(backend: Backend) {
+    let rec = Recorder::start().await;
+    let app = compensating_app(backend, &rec).await;
+    app.create_job(&json!({"name": "arrived", "serviceName": "svc", "handler": "h", "cron": "0 0 3 1 1 ?", "timeoutSeconds": 3600, "maxRetry": 1})).await;
+    rec.set_status_answer(Some(json!({"status": "RUNNING"})));
+    let trace = abandoned_row(&app, "arrived", ExecutionStatus::Pending, &rec.addr).await;
+    let e = eventually(Duration::from_secs(10), "adopted as RUNNING", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "RUNNING").then_some(e)
+    })
+    .await;
+    assert_eq!(e["executorInstance"], rec.addr.as_str());
+    rec.set_status_answer(Some(json!({"status": "SUCCESS", "message": "ran once"})));
+    let e = eventually(Duration::from_secs(10), "SUCCESS", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == "SUCCESS").then_some(e)
+    })
+    .await;
+    assert_eq!(e["resultMessage"], "ran once");
+    assert!(rec.calls().is_empty(), "never called again");
+    assert_eq!(app.executions("arrived").await.len(), 1, "no retry row");
 }
 
 /// The holder of a claimed fire died before it could withdraw it, and the job was deleted and
