@@ -112,6 +112,7 @@ impl Recorder {
     /// do (docs/executor-protocol.md): asked about a trace id it was called for, it answers
     /// RUNNING or the verdict it replied with; 404 only for one it never had. A scheduler that
     /// died between a call and writing RUNNING is then not called again by compensation.
+    #[allow(dead_code, reason = "used by the cluster suite")]
     pub async fn remembering() -> Self {
         Self::serve(Shared {
             calls: Arc::default(),
