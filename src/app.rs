@@ -262,11 +262,9 @@ async fn join_discovery(settings: &Settings) -> anyhow::Result<Arc<dyn Discovery
         DiscoveryMode::Nacos => {
             let ip = settings.discovery.advertise_ip.expect("bound").to_string();
             let port = settings.discovery.advertise_port.expect("bound").get();
-            if settings.nacos.username.is_some() {
-                // A clear start-up error for wrong credentials, before the naming client
-                // (which would only log its failed logins).
-                check_login(&settings.nacos).await?;
-            }
+            // A clear start-up error for wrong credentials, before the naming client (which
+            // would only log its failed logins); nothing to check without a username.
+            check_login(&settings.nacos).await?;
             NacosDiscovery::connect(&settings.nacos, ip, port).await?
         }
     })

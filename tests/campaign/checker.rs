@@ -1625,6 +1625,13 @@ mod tests {
         }
     }
 
+    /// The operator's cancel of `tr8` (the steady history's fire at 8 s), answered 200 by S1
+    /// at 7.9 s with `answer`.
+    fn cancel_of_tr8(answer: Value) -> ApiCall {
+        let path = "/api/v1/jobs/executions/tr8/cancel";
+        call("POST", path, None, 7.9, 200, Some(answer), S1)
+    }
+
     fn create(name: &str, v: u64, overlap: &str, at: f64) -> ApiCall {
         let body = view(name, v, true, overlap, &[]);
         call(
@@ -2138,15 +2145,7 @@ mod tests {
     #[test]
     fn a_call_starting_after_its_cancel_was_answered_is_a_violation() {
         let mut h = steady("a", "ALLOW");
-        h.api.push(call(
-            "POST",
-            "/api/v1/jobs/executions/tr8/cancel",
-            None,
-            7.9,
-            200,
-            Some(json!({})),
-            S1,
-        ));
+        h.api.push(cancel_of_tr8(json!({})));
         let v = check(&h);
         let c = of(&v, "cancel");
         assert_eq!(c.violations, 1, "{c:#?}");
@@ -2162,17 +2161,8 @@ mod tests {
             h.runs.iter_mut().for_each(|r| r.sdk = false);
             h
         };
-        let cancelled = |start: Option<f64>, h: &mut History| {
-            h.api.push(call(
-                "POST",
-                "/api/v1/jobs/executions/tr8/cancel",
-                None,
-                7.9,
-                200,
-                Some(answer(start)),
-                S1,
-            ))
-        };
+        let cancelled =
+            |start: Option<f64>, h: &mut History| h.api.push(cancel_of_tr8(answer(start)));
         let mut h = bare(steady("a", "ALLOW"));
         cancelled(Some(7.85), &mut h);
         let v = check(&h);
