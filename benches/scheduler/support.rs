@@ -110,21 +110,23 @@ pub async fn sdk_recorder(ports: usize, lines: usize) -> (Vec<String>, Calls) {
 /// statistics are refreshed), and how many lines.
 pub async fn log_table_bytes(url: &str) -> (f64, f64) {
     let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
-    sqlx::query("ANALYZE TABLE job_execution_log")
+    sqlx::query("ANALYZE TABLE job_execution_log_batch")
         .execute(&mut conn)
         .await
         .unwrap();
     let bytes: (i64,) = sqlx::query_as(
         "SELECT CAST(data_length + index_length AS SIGNED) FROM information_schema.tables \
-         WHERE table_schema = DATABASE() AND table_name = 'job_execution_log'",
+         WHERE table_schema = DATABASE() AND table_name = 'job_execution_log_batch'",
     )
     .fetch_one(&mut conn)
     .await
     .unwrap();
-    let lines: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM job_execution_log")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let lines: (i64,) = sqlx::query_as(
+        "SELECT CAST(COALESCE(SUM(last_seq - first_seq + 1), 0) AS SIGNED) FROM job_execution_log_batch",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
     (bytes.0 as f64, lines.0 as f64)
 }
 

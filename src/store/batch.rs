@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -29,18 +30,28 @@ pub(crate) struct GroupCommit<T, R> {
     pending: Mutex<Vec<Queued<T, R>>>,
     /// Held while a batch is written: writes arriving meanwhile form the next batch.
     writer: tokio::sync::Mutex<()>,
+    /// How long a writer that finds fewer than a full batch waits for more before writing.
+    linger: Duration,
 }
 
 impl<T, R> Default for GroupCommit<T, R> {
     fn default() -> Self {
-        Self {
-            pending: Mutex::new(Vec::new()),
-            writer: tokio::sync::Mutex::new(()),
-        }
+        Self::lingering(Duration::ZERO)
     }
 }
 
 impl<T, R> GroupCommit<T, R> {
+    /// Writes that arrive one by one rather than together (each answered a little later, so
+    /// that several share a commit): the writer waits `linger` before taking a batch that
+    /// is not full.
+    pub fn lingering(linger: Duration) -> Self {
+        Self {
+            pending: Mutex::new(Vec::new()),
+            writer: tokio::sync::Mutex::new(()),
+            linger,
+        }
+    }
+
     /// Queues `write` and returns once it is committed (or refused). `commit` writes a batch
     /// and answers each of its writes; it runs on a task of its own, so a caller that gives
     /// up (a closed connection) does not abandon the others' writes. The caller holding the
@@ -64,6 +75,10 @@ impl<T, R> GroupCommit<T, R> {
                 Err(oneshot::error::TryRecvError::Closed) => return Err(abandoned()),
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
+            let waiting = self.pending_len();
+            if !self.linger.is_zero() && (1..MAX_BATCH).contains(&waiting) {
+                tokio::time::sleep(self.linger).await;
+            }
             let batch: Vec<Queued<T, R>> = {
                 let mut pending = self.pending.lock().expect("group commit lock");
                 let n = pending.len().min(MAX_BATCH);
@@ -76,6 +91,12 @@ impl<T, R> GroupCommit<T, R> {
             // A panic in `commit` drops the answers: their waiters get `abandoned`.
             let _ = tokio::spawn(commit(batch)).await;
         }
+    }
+}
+
+impl<T, R> GroupCommit<T, R> {
+    fn pending_len(&self) -> usize {
+        self.pending.lock().expect("group commit lock").len()
     }
 }
 

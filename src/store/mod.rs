@@ -596,7 +596,7 @@ async fn open(settings: &DatabaseSettings, connections: u32) -> Result<Arc<dyn S
     Ok(Arc::new(SqlStore {
         db,
         creates: Default::default(),
-        log_appends: Default::default(),
+        log_appends: batch::GroupCommit::lingering(logs::LOG_LINGER),
     }))
 }
 

@@ -119,7 +119,9 @@ impl SqlStore {
         // asked for them chunk after chunk.
         let logs = self
             .db
-            .fetch_optional(Sql::new("SELECT trace_id FROM job_execution_log LIMIT 1"))
+            .fetch_optional(Sql::new(
+                "SELECT trace_id FROM job_execution_log_batch LIMIT 1",
+            ))
             .await?
             .is_some();
         let mut from: Option<Key> = None;
@@ -149,7 +151,7 @@ impl SqlStore {
                 q.push(" AND status IN ").list(finals.clone());
             };
             if logs {
-                for table in ["job_execution_log", "job_execution_log_end"] {
+                for table in ["job_execution_log_batch", "job_execution_log_end"] {
                     let mut l = Sql::new(&format!(
                         "DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM job_execution WHERE"
                     ));

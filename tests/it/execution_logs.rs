@@ -20,6 +20,8 @@ backend_tests!(
     a_rust_handlers_log_reaches_the_api_in_order_and_complete,
     the_log_links_to_the_log_system_when_one_is_configured,
     an_executor_killed_mid_run_keeps_what_it_had_shipped,
+    lines_stored_one_to_a_row_read_back_after_the_upgrade,
+    a_batch_out_of_order_stores_only_the_lines_not_held,
 );
 
 /// An app whose executor holds every call (the execution stays RUNNING until reported), and
@@ -174,6 +176,42 @@ async fn a_batch_shipped_again_writes_nothing_twice_and_complete_needs_the_end(b
             &json!(true)
         )
     );
+}
+
+/// Executors ship in order, but a batch may still come late (a retry racing a newer one):
+/// the lines no stored batch holds are stored, the rest counted as held.
+async fn a_batch_out_of_order_stores_only_the_lines_not_held(backend: Backend) {
+    let (app, _rec, trace) = running(backend).await;
+    let batch = |seqs: std::ops::RangeInclusive<i64>| {
+        let lines: Vec<Value> = seqs
+            .map(|s| line(s, "INFO", &format!("line {s}")))
+            .collect();
+        json!({ "lines": lines })
+    };
+    let mut written = Vec::new();
+    for seqs in [6..=8, 12..=13, 1..=15, 3..=16] {
+        let (status, ack) = ship(&app, &trace, batch(seqs)).await;
+        assert_eq!(status, 200, "{ack}");
+        written.push(ack["written"].as_u64().unwrap());
+    }
+    assert_eq!(written, [3, 2, 10, 1]);
+    let page = read(&app, &trace, "?limit=1000").await;
+    let expected: Vec<(String, String)> = (1..=16)
+        .map(|s| ("INFO".to_string(), format!("line {s}")))
+        .collect();
+    assert_eq!(messages(&page), expected);
+    // Pages cut inside a stored batch and across them.
+    let mut seen = Vec::new();
+    let mut after = "0".to_string();
+    loop {
+        let page = read(&app, &trace, &format!("?after={after}&limit=4")).await;
+        if page["lines"].as_array().unwrap().is_empty() {
+            break;
+        }
+        seen.extend(messages(&page));
+        after = page["next"].as_str().unwrap().to_string();
+    }
+    assert_eq!(seen, expected);
 }
 
 /// Batches that arrive together are committed together; each answer still counts its own
@@ -451,4 +489,88 @@ async fn an_executor_killed_mid_run_keeps_what_it_had_shipped(backend: Backend) 
     let expected: Vec<String> = (1..=steps.len()).map(|i| format!("step {i}")).collect();
     assert_eq!(steps, expected, "in order, without a gap");
     assert_eq!(after["complete"], false, "the execution is not final");
+}
+
+/// The release before stored a line to a row; its lines are carried over, in order, with
+/// their levels and times, and a batch shipped after the upgrade continues them.
+async fn lines_stored_one_to_a_row_read_back_after_the_upgrade(backend: Backend) {
+    use sqlx::Connection;
+    let db = TestDb::create(backend).await;
+    let (dir, url) = match backend {
+        Backend::Sqlite => ("migrations/sqlite", format!("{}?mode=rwc", db.url)),
+        Backend::MySql => ("migrations/mysql", db.url.clone()),
+    };
+    let mut before = sqlx::migrate::Migrator::new(std::path::Path::new(dir))
+        .await
+        .unwrap();
+    let migrations: Vec<_> = before
+        .migrations
+        .iter()
+        .filter(|m| m.version <= 20261204000001)
+        .cloned()
+        .collect();
+    assert_eq!(
+        migrations.last().map(|m| m.description.to_string()),
+        Some("execution log".to_string())
+    );
+    before.migrations = migrations.into();
+    match backend {
+        Backend::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            before.run(&mut conn).await.unwrap();
+        }
+        Backend::MySql => {
+            let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+            before.run(&mut conn).await.unwrap();
+        }
+    }
+    let at = match backend {
+        Backend::Sqlite => [
+            "'2026-12-04T01:00:01.250+00:00'",
+            "'2026-12-04T01:00:02.005+00:00'",
+        ],
+        Backend::MySql => ["'2026-12-04 01:00:01.250'", "'2026-12-04 01:00:02.005'"],
+    };
+    db.execute(&format!(
+        "INSERT INTO job_execution_log (trace_id, seq, at, level, message) VALUES \
+         ('t-old', 2, {}, 'WARN', 'order \"17\" skipped'), ('t-old', 1, {}, 'INFO', '订单 one')",
+        at[1], at[0]
+    ))
+    .await;
+    let store = jobflow::store::connect(&crate::helpers::base_settings(&db.url).database)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let page = store.read_log("t-old", 0, 10).await.unwrap();
+    let read: Vec<(i64, String, String, String)> = page
+        .lines
+        .iter()
+        .map(|l| {
+            (
+                l.seq,
+                l.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                l.level.clone(),
+                l.message.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        read,
+        [
+            (
+                1,
+                "2026-12-04T01:00:01.250Z".into(),
+                "INFO".into(),
+                "订单 one".into()
+            ),
+            (
+                2,
+                "2026-12-04T01:00:02.005Z".into(),
+                "WARN".into(),
+                "order \"17\" skipped".into()
+            ),
+        ]
+    );
+    let page = store.read_log("t-old", 1, 10).await.unwrap();
+    assert_eq!(page.lines.iter().map(|l| l.seq).collect::<Vec<_>>(), [2]);
 }
