@@ -380,8 +380,11 @@ pub(super) async fn insert_executions(
     }
     rows.iter()
         .map(|r| {
+            // A row this transaction inserted and cannot read back: on Galera, the
+            // transaction was aborted for another node's write (the next statement would
+            // have said so); nothing of it will commit.
             let id = ids.get(&r.trace_id).copied().ok_or_else(|| {
-                StoreError::Corrupt(format!("inserted execution {} not found", r.trace_id))
+                StoreError::Aborted(format!("inserted execution {} not found", r.trace_id))
             })?;
             Ok((*r).clone().recorded(id))
         })

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::admission::{admit_all, judge_ahead};
+use super::conflict;
 use super::executions::{insert_executions, push_fire_range};
-use super::sql::{Sql, Tx};
+use super::sql::{Db, Sql, Tx};
 use super::steps::{lock_job_rows, lock_jobs, withdraw_in};
 use super::{
     Admitted, FireClaim, FireEnd, FireOutcome, FireRecord, FireStore, GuardedFire, InstantCounters,
@@ -68,52 +69,7 @@ const PURGE_CHUNK: i64 = 5000;
 #[async_trait]
 impl FireStore for SqlStore {
     async fn record_fires(&self, fires: &[FireRecord]) -> Result<Vec<FireOutcome>, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let behind = fixed_delays_behind(&mut tx, fires).await?;
-        match record_unclaimed(&mut tx, fires, &behind).await {
-            Ok(outcomes) => {
-                tx.commit().await?;
-                return Ok(outcomes);
-            }
-            // Some fire was recorded elsewhere (an ownership change, a child triggered by
-            // another instance): redo the batch fire by fire, each under a savepoint,
-            // skipping those.
-            Err(StoreError::Duplicate(_)) => {
-                tx.rollback().await?;
-                tx = self.db.begin().await?;
-            }
-            Err(e) => return Err(e),
-        }
-        let behind = fixed_delays_behind(&mut tx, fires).await?;
-        let mut outcomes = Vec::with_capacity(fires.len());
-        for (fire, behind) in fires.iter().zip(behind) {
-            if let Some(latest) = behind {
-                outcomes.push(FireOutcome::Behind(latest));
-                continue;
-            }
-            tx.savepoint().await?;
-            let inserted = match &fire.claim {
-                Some(claim) => insert_claims(&mut tx, &[claim]).await,
-                None => Ok(()),
-            };
-            let inserted = match inserted {
-                Ok(()) => insert_executions(&mut tx, &fire.rows.iter().collect::<Vec<_>>()).await,
-                Err(e) => Err(e),
-            };
-            match inserted {
-                Ok(rows) => {
-                    tx.keep_savepoint().await?;
-                    outcomes.push(FireOutcome::Recorded(rows));
-                }
-                Err(StoreError::Duplicate(UniqueKey::Fire | UniqueKey::ExecutionId)) => {
-                    tx.undo_savepoint().await?;
-                    outcomes.push(FireOutcome::AlreadyFired);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        tx.commit().await?;
-        Ok(outcomes)
+        conflict::retrying(|| record_fires_once(&self.db, fires)).await
     }
 
     async fn record_fire(
@@ -143,10 +99,13 @@ impl FireStore for SqlStore {
         if fires.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.db.begin().await?;
-        let out = admit_all(&mut tx, fires, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        conflict::retrying(|| async {
+            let mut tx = self.db.begin().await?;
+            let out = admit_all(&mut tx, fires, now).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await
     }
 
     async fn admit_ahead(
@@ -157,10 +116,13 @@ impl FireStore for SqlStore {
         if fires.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.db.begin().await?;
-        let judged = judge_ahead(&mut tx, fires, now).await?;
-        tx.commit().await?;
-        Ok(judged)
+        conflict::retrying(|| async {
+            let mut tx = self.db.begin().await?;
+            let judged = judge_ahead(&mut tx, fires, now).await?;
+            tx.commit().await?;
+            Ok(judged)
+        })
+        .await
     }
 
     async fn record_guarded(
@@ -172,27 +134,30 @@ impl FireStore for SqlStore {
         let Some(first) = rows.first() else {
             return Ok(Admitted::Gone);
         };
-        let job = first.job_name.clone();
-        let mut tx = self.db.begin().await?;
-        // The job's row first, as every admission locks it, then the rows judged under it.
-        lock_jobs(&mut tx, &[job.as_str()]).await?;
-        let recorded = insert_executions(&mut tx, &rows.iter().collect::<Vec<_>>()).await?;
-        let fire = GuardedFire {
-            withdrawal: Withdrawal {
-                instance: first.scheduler_instance.clone(),
-                job: job.clone(),
-                claimed: None,
-                traces: recorded.iter().map(|r| r.trace_id.clone()).collect(),
-            },
-            job,
-            revision: None,
-            policy,
-            rows: recorded,
-            scheduled: false,
-        };
-        let mut admitted = admit_all(&mut tx, std::slice::from_ref(&fire), now).await?;
-        tx.commit().await?;
-        Ok(admitted.pop().expect("one fire, one decision"))
+        conflict::retrying(|| async {
+            let job = first.job_name.clone();
+            let mut tx = self.db.begin().await?;
+            // The job's row first, as every admission locks it, then the rows judged under it.
+            lock_jobs(&mut tx, &[job.as_str()]).await?;
+            let recorded = insert_executions(&mut tx, &rows.iter().collect::<Vec<_>>()).await?;
+            let fire = GuardedFire {
+                withdrawal: Withdrawal {
+                    instance: first.scheduler_instance.clone(),
+                    job: job.clone(),
+                    claimed: None,
+                    traces: recorded.iter().map(|r| r.trace_id.clone()).collect(),
+                },
+                job,
+                revision: None,
+                policy,
+                rows: recorded,
+                scheduled: false,
+            };
+            let mut admitted = admit_all(&mut tx, std::slice::from_ref(&fire), now).await?;
+            tx.commit().await?;
+            Ok(admitted.pop().expect("one fire, one decision"))
+        })
+        .await
     }
 
     async fn instant_counters(&self) -> Result<InstantCounters, StoreError> {
@@ -217,13 +182,16 @@ impl FireStore for SqlStore {
     }
 
     async fn withdraw_fires(&self, fires: &[Withdrawal]) -> Result<Vec<bool>, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let mut withdrawn = Vec::with_capacity(fires.len());
-        for w in fires {
-            withdrawn.push(withdraw_in(&mut tx, w).await?);
-        }
-        tx.commit().await?;
-        Ok(withdrawn)
+        conflict::retrying(|| async {
+            let mut tx = self.db.begin().await?;
+            let mut withdrawn = Vec::with_capacity(fires.len());
+            for w in fires {
+                withdrawn.push(withdraw_in(&mut tx, w).await?);
+            }
+            tx.commit().await?;
+            Ok(withdrawn)
+        })
+        .await
     }
 
     async fn fire_ends(
@@ -342,6 +310,56 @@ impl FireStore for SqlStore {
             }
         }
     }
+}
+
+/// Records `fires` in one transaction (see [`FireStore::record_fires`]).
+async fn record_fires_once(db: &Db, fires: &[FireRecord]) -> Result<Vec<FireOutcome>, StoreError> {
+    let mut tx = db.begin().await?;
+    let behind = fixed_delays_behind(&mut tx, fires).await?;
+    match record_unclaimed(&mut tx, fires, &behind).await {
+        Ok(outcomes) => {
+            tx.commit().await?;
+            return Ok(outcomes);
+        }
+        // Some fire was recorded elsewhere (an ownership change, a child triggered by
+        // another instance): redo the batch fire by fire, each under a savepoint,
+        // skipping those.
+        Err(StoreError::Duplicate(_)) => {
+            tx.rollback().await?;
+            tx = db.begin().await?;
+        }
+        Err(e) => return Err(e),
+    }
+    let behind = fixed_delays_behind(&mut tx, fires).await?;
+    let mut outcomes = Vec::with_capacity(fires.len());
+    for (fire, behind) in fires.iter().zip(behind) {
+        if let Some(latest) = behind {
+            outcomes.push(FireOutcome::Behind(latest));
+            continue;
+        }
+        tx.savepoint().await?;
+        let inserted = match &fire.claim {
+            Some(claim) => insert_claims(&mut tx, &[claim]).await,
+            None => Ok(()),
+        };
+        let inserted = match inserted {
+            Ok(()) => insert_executions(&mut tx, &fire.rows.iter().collect::<Vec<_>>()).await,
+            Err(e) => Err(e),
+        };
+        match inserted {
+            Ok(rows) => {
+                tx.keep_savepoint().await?;
+                outcomes.push(FireOutcome::Recorded(rows));
+            }
+            Err(StoreError::Duplicate(UniqueKey::Fire | UniqueKey::ExecutionId)) => {
+                tx.undo_savepoint().await?;
+                outcomes.push(FireOutcome::AlreadyFired);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    tx.commit().await?;
+    Ok(outcomes)
 }
 
 /// The common case of a batch of fires: nobody else recorded any of them, so all claims and

@@ -17,6 +17,7 @@ mod admission;
 mod backfills;
 mod batch;
 mod columns;
+mod conflict;
 mod executions;
 mod fires;
 mod jobs;
@@ -84,6 +85,11 @@ pub enum StoreError {
     /// A batched write failed; every write of the batch gets the database's message.
     #[error("batched write failed: {0}")]
     Batch(String),
+    /// The transaction no longer sees what it wrote: a Galera node aborted it for a
+    /// conflicting write replicated from another node, between two of its statements. Run
+    /// again like a transaction rolled back for a deadlock (`store/conflict.rs`).
+    #[error("transaction aborted by a conflicting write: {0}")]
+    Aborted(String),
 }
 
 /// Filters of `GET /api/v1/jobs`.

@@ -1863,3 +1863,68 @@ async fn a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole(backen
         "the fire recorded again is open, all three ranges of it"
     );
 }
+
+/// MySQL rolls a whole transaction back when it deadlocks with another (on Galera, also when a
+/// node refuses it at commit for another node's write): the batch of fires is run again and
+/// recorded, not left to the misfire path. Here another transaction holds `b`'s claim while
+/// the batch holds `a`'s, then asks for `a`'s: InnoDB picks the batch as the victim (it has
+/// written less).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_batch_rolled_back_for_a_deadlock_is_run_again() {
+    use sqlx::{Connection, Executor};
+    let (db, s) = open(Backend::MySql).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 4, 0, 0).unwrap();
+    let claim = |job: &str| FireClaim {
+        fixed_delay: None,
+        claimed_at: Utc::now(),
+        job_name: job.into(),
+        fire_time: fire,
+        scheduler_instance: "me:1".into(),
+    };
+    let batch = vec![
+        (claim("a"), vec![row("a", fire, 0, 9)]),
+        (claim("b"), vec![row("b", fire, 0, 9)]),
+    ];
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    let insert = |job: &str| {
+        format!(
+            "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) \
+             VALUES ('{job}', '2024-05-01 04:00:00', 'other:1', NOW(3))"
+        )
+    };
+    // The other transaction's weight: the deadlock's victim is the one that wrote less.
+    for i in 0..200 {
+        other
+            .execute(sqlx::AssertSqlSafe(insert(&format!("heavy-{i}"))))
+            .await
+            .unwrap();
+    }
+    other
+        .execute(sqlx::AssertSqlSafe(insert("b")))
+        .await
+        .unwrap();
+    let recording = tokio::spawn({
+        let s = s.clone();
+        let fires = records(&batch);
+        async move { s.record_fires(&fires).await }
+    });
+    // The batch holds `a` and waits for `b`.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    other
+        .execute(sqlx::AssertSqlSafe(insert("a")))
+        .await
+        .expect("the batch, not this transaction, is the deadlock's victim");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    other.execute("ROLLBACK").await.unwrap();
+    let outcomes = recording
+        .await
+        .unwrap()
+        .expect("recorded on its next attempt");
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, FireOutcome::Recorded(rows) if rows.len() == 1)),
+        "{outcomes:?}"
+    );
+}
