@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 
 use super::batch::{Queued, answer_all};
 use super::columns::{job, spec_columns};
+use super::conflict;
 use super::sql::{Db, Sql, Tx};
 use super::steps::read_changes;
 use super::{
@@ -47,17 +48,20 @@ impl JobStore for SqlStore {
         actor: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<JobDefinition>, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let revision = next_revision(&mut tx).await?;
-        if replace_job(&mut tx, spec, based_on, actor, now, revision).await? == 0 {
-            // No such job: the revision taken stays unused.
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        log_writes(&mut tx, revision, now).await?;
-        let job = fetch_job(&mut tx, spec.name.as_str()).await?;
-        tx.commit().await?;
-        Ok(job)
+        conflict::retrying(|| async {
+            let mut tx = self.db.begin().await?;
+            let revision = next_revision(&mut tx).await?;
+            if replace_job(&mut tx, spec, based_on, actor, now, revision).await? == 0 {
+                // No such job: the revision taken stays unused.
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            log_writes(&mut tx, revision, now).await?;
+            let job = fetch_job(&mut tx, spec.name.as_str()).await?;
+            tx.commit().await?;
+            Ok(job)
+        })
+        .await
     }
 
     async fn set_job_enabled(
@@ -67,42 +71,48 @@ impl JobStore for SqlStore {
         actor: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<JobDefinition>, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let revision = next_revision(&mut tx).await?;
-        // `enabled_since` first: MySQL evaluates SET left to right, SQLite reads old values.
-        let mut q = Sql::new(
-            "UPDATE job_definition SET enabled_since = CASE WHEN enabled THEN enabled_since ELSE ",
-        );
-        q.bind(now).push(" END, ").set([
-            ("enabled", enabled.into()),
-            ("updated_at", now.into()),
-            ("updated_by", actor.into()),
-            ("revision", revision.into()),
-        ]);
-        q.push(" WHERE name = ").bind(name);
-        if tx.execute(q).await? == 0 {
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        log_writes(&mut tx, revision, now).await?;
-        let job = fetch_job(&mut tx, name).await?;
-        tx.commit().await?;
-        Ok(job)
+        conflict::retrying(|| async {
+            let mut tx = self.db.begin().await?;
+            let revision = next_revision(&mut tx).await?;
+            // `enabled_since` first: MySQL evaluates SET left to right, SQLite reads old values.
+            let mut q = Sql::new(
+                "UPDATE job_definition SET enabled_since = CASE WHEN enabled THEN enabled_since ELSE ",
+            );
+            q.bind(now).push(" END, ").set([
+                ("enabled", enabled.into()),
+                ("updated_at", now.into()),
+                ("updated_by", actor.into()),
+                ("revision", revision.into()),
+            ]);
+            q.push(" WHERE name = ").bind(name);
+            if tx.execute(q).await? == 0 {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            log_writes(&mut tx, revision, now).await?;
+            let job = fetch_job(&mut tx, name).await?;
+            tx.commit().await?;
+            Ok(job)
+        })
+        .await
     }
 
     async fn delete_job(&self, name: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let revision = next_revision(&mut tx).await?;
-        let mut q = Sql::new("DELETE FROM job_definition WHERE name = ");
-        q.bind(name);
-        if tx.execute(q).await? == 0 {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        tombstone(&mut tx, name, revision, now).await?;
-        prune_tombstones(&mut tx, now).await?;
-        tx.commit().await?;
-        Ok(true)
+        conflict::retrying(|| async {
+            let mut tx = self.db.begin().await?;
+            let revision = next_revision(&mut tx).await?;
+            let mut q = Sql::new("DELETE FROM job_definition WHERE name = ");
+            q.bind(name);
+            if tx.execute(q).await? == 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            tombstone(&mut tx, name, revision, now).await?;
+            prune_tombstones(&mut tx, now).await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn get_job(&self, name: &str) -> Result<Option<JobDefinition>, StoreError> {
@@ -166,7 +176,7 @@ impl JobStore for SqlStore {
         &self,
         apply: &DocumentApply<'_>,
     ) -> Result<DocumentOutcome, StoreError> {
-        apply_document(&self.db, apply).await
+        conflict::retrying(|| apply_document(&self.db, apply)).await
     }
 
     async fn job_revision(&self) -> Result<i64, StoreError> {
@@ -298,7 +308,7 @@ pub(crate) struct NewJob {
 /// transaction goes on).
 async fn write_creates(db: Db, batch: Vec<Queued<NewJob, JobDefinition>>) {
     let jobs: Vec<&NewJob> = batch.iter().map(|q| &q.write).collect();
-    let answers = insert_batch(&db, &jobs).await;
+    let answers = conflict::retrying(|| insert_batch(&db, &jobs)).await;
     answer_all(batch, answers);
 }
 

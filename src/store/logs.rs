@@ -27,6 +27,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::batch::{Queued, answer_all};
+use super::conflict;
 use super::sql::{Db, Sql};
 use super::{MULTI_ROW, SqlStore, StoreError};
 
@@ -156,7 +157,7 @@ pub(crate) struct Append {
 /// Writes the batches of a group in one transaction and answers each.
 async fn write_appends(db: Db, batch: Vec<Queued<Append, Option<u64>>>) {
     let appends: Vec<&Append> = batch.iter().map(|q| &q.write).collect();
-    let answers = insert_appends(&db, &appends).await;
+    let answers = conflict::retrying(|| insert_appends(&db, &appends)).await;
     answer_all(batch, answers);
 }
 
