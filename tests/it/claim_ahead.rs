@@ -317,10 +317,16 @@ async fn a_stopping_instance_still_calls_what_it_claimed(backend: Backend) {
 /// an instant after the edit was answered carries the new definition.
 async fn an_edit_through_another_instance_is_honoured_at_the_instant(backend: Backend) {
     let t = TwoInstances::start(backend, false).await;
+    // Lead enough for a loaded machine: the edit must be answered before the instant (an
+    // edit answered after it may leave the claimed row to be called, under either definition).
     let (at, claimed) =
-        claimed_fire(&t.claimer, "remote-edit", "ALLOW", Duration::from_secs(6)).await;
+        claimed_fire(&t.claimer, "remote-edit", "ALLOW", Duration::from_secs(12)).await;
     let cron = format!("{} {} {} * * ?", at.second(), at.minute(), at.hour());
     t.edit("remote-edit", &cron).await;
+    assert!(
+        Utc::now() < at,
+        "the edit was answered before the instant, {at}"
+    );
     let call = &t.calls(1).await["remote-edit"];
     assert_eq!(call.body["jobParams"], json!({"version": 2}));
     assert_eq!(
