@@ -75,7 +75,7 @@ impl<T, R> GroupCommit<T, R> {
                 Err(oneshot::error::TryRecvError::Closed) => return Err(abandoned()),
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
-            let waiting = self.pending_len();
+            let waiting = self.pending.lock().expect("group commit lock").len();
             if !self.linger.is_zero() && (1..MAX_BATCH).contains(&waiting) {
                 tokio::time::sleep(self.linger).await;
             }
@@ -91,12 +91,6 @@ impl<T, R> GroupCommit<T, R> {
             // A panic in `commit` drops the answers: their waiters get `abandoned`.
             let _ = tokio::spawn(commit(batch)).await;
         }
-    }
-}
-
-impl<T, R> GroupCommit<T, R> {
-    fn pending_len(&self) -> usize {
-        self.pending.lock().expect("group commit lock").len()
     }
 }
 

@@ -4,13 +4,14 @@
 //! another can go on: an InnoDB deadlock on one server, and on a Galera cluster also a
 //! certification failure, where two nodes committed writes to the same rows at once and the
 //! second is refused at its commit (row locks are local to a node, so conflicts between
-//! instances writing through different nodes surface only there). The transactions of the
-//! fire path (recording, admitting, withdrawing fires), of job writes and of log batches run
-//! through [`retrying`]; execution state changes have their own unbounded retry
-//! (`dispatch/settle.rs`). Nothing of such a
+//! instances writing through different nodes surface only there). Nothing of such a
 //! transaction was written, so it can be run again as it was, reading afresh what the other
 //! one wrote: two instances recording the same fires then find them recorded (the second
 //! skips them) instead of one of them leaving its whole batch to the misfire path.
+//!
+//! The transactions of the fire path (recording, admitting, withdrawing fires), of job writes
+//! and of log batches run through [`retrying`]; execution state changes have their own
+//! unbounded retry (`dispatch/settle.rs`).
 //!
 //! A Galera node may also abort a transaction between two of its statements, when a
 //! conflicting write replicated from another node is applied: a read of rows it has just

@@ -204,7 +204,7 @@ async fn insert_appends(
     let backend = db.backend();
     let mut tx = db.begin().await?;
     // Each known execution, and the seq its stored log reaches (0 for none yet).
-    let mut through: HashMap<&str, i64> = HashMap::new();
+    let mut through: HashMap<String, i64> = HashMap::new();
     for chunk in appends.chunks(MULTI_ROW) {
         let mut q = Sql::new(
             "SELECT e.trace_id, (SELECT MAX(b.last_seq) FROM job_execution_log_batch b \
@@ -212,11 +212,8 @@ async fn insert_appends(
         );
         q.list(chunk.iter().map(|a| a.trace_id.as_str()));
         for row in tx.fetch_all(q).await? {
-            let trace_id: String = row.at(0)?;
             let max: Option<i64> = row.at(1)?;
-            if let Some(a) = chunk.iter().find(|a| a.trace_id == trace_id) {
-                through.insert(a.trace_id.as_str(), max.unwrap_or(0));
-            }
+            through.insert(row.at(0)?, max.unwrap_or(0));
         }
     }
     let mut answers = Vec::with_capacity(appends.len());
@@ -258,7 +255,7 @@ async fn insert_appends(
             let (first, last) = (run[0].seq, run[run.len() - 1].seq);
             written += run.len() as u64;
             rows.push((a.trace_id.as_str(), first, last, encode(&run)));
-            through.insert(a.trace_id.as_str(), max.max(last));
+            through.insert(a.trace_id.clone(), max.max(last));
         }
         answers.push(Ok(Some(written)));
     }
