@@ -7,18 +7,28 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::executions::push_fire_range;
-use super::sql::{Backend, Row, Sql, Tx};
+use super::sql::{Row, Sql, Tx};
 use super::{MULTI_ROW, StoreError, Withdrawal};
 use crate::jobs::{ExecutionStatus, JobChange, scheduled_fire_key};
 
 /// Locks the rows of `jobs`: guarded fires and the settling of guarded jobs' runs wait for
 /// each other here. A write, so SQLite takes its write lock with the first statement; one
 /// statement, so InnoDB takes the row locks in index order whatever the order of `jobs`.
+///
+/// A write that changes the row (`lock_seq`), so that the lock holds across the nodes of a
+/// Galera cluster too. Row locks there are local to a node; only the rows a transaction
+/// changes are certified at its commit. Two transactions that locked the same job on two
+/// nodes (instances writing to different nodes, or one instance's pool holding connections
+/// to two nodes after its proxy failed back) then conflict, and the later one is rolled back
+/// and runs again, reading what the first wrote. A lock that wrote nothing (`SET name =
+/// name`) let both commit, each having judged the other's rows as they were before: the two
+/// ranges of a fire finishing together each saw the other still RUNNING, and the fire's
+/// children were never triggered.
 pub(super) async fn lock_job_rows(tx: &mut Tx, jobs: &[&str]) -> Result<(), StoreError> {
     if jobs.is_empty() {
         return Ok(());
     }
-    let mut lock = Sql::new("UPDATE job_definition SET name = name WHERE name IN ");
+    let mut lock = Sql::new("UPDATE job_definition SET lock_seq = lock_seq + 1 WHERE name IN ");
     lock.list(jobs.iter().copied());
     tx.execute(lock).await?;
     Ok(())
@@ -38,12 +48,10 @@ pub(super) async fn lock_jobs(
     tx: &mut Tx,
     jobs: &[&str],
 ) -> Result<HashMap<String, StoredJob>, StoreError> {
-    // One statement on MySQL, which locks what it reads; SQLite's write lock comes with a
-    // write.
+    // The lock is a write on both backends (see `lock_job_rows`); the read is a locking read
+    // on MySQL, so it sees the latest committed row whatever the transaction read before.
     let backend = tx.backend();
-    if backend == Backend::Sqlite {
-        lock_job_rows(tx, jobs).await?;
-    }
+    lock_job_rows(tx, jobs).await?;
     let mut read =
         Sql::new("SELECT name, revision, enabled, updated_at FROM job_definition WHERE name IN ");
     read.list(jobs.iter().copied()).push(backend.lock_rows());

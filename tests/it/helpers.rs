@@ -81,6 +81,20 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// The one integer `sql` selects, read from the test's database directly.
+    pub async fn fetch_i64(&self, sql: &str) -> i64 {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        if self.url.starts_with("sqlite:") {
+            let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+            sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+        } else {
+            let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+            sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Some(name) = self.mysql_name.take() else {

@@ -48,7 +48,8 @@ backend_tests!(
     the_api_pool_answers_while_the_scheduling_pool_waits,
     a_fire_ends_when_its_last_row_is_final_at_that_rows_finish,
     a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_ended,
-    a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole
+    a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole,
+    a_jobs_lock_is_a_write_to_its_row
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -632,6 +633,24 @@ fn success() -> Transition {
     }
 }
 
+/// A fire of `parent` at `fire` recorded in two ranges, 0-4 and 5-9.
+async fn parent_fire(
+    s: &std::sync::Arc<dyn store::Store>,
+    fire: chrono::DateTime<Utc>,
+) -> Vec<Execution> {
+    match s
+        .record_fire(
+            None,
+            &[row("parent", fire, 0, 4), row("parent", fire, 5, 9)],
+        )
+        .await
+        .unwrap()
+    {
+        FireOutcome::Recorded(ranges) => ranges,
+        other => unreachable!("{other:?}"),
+    }
+}
+
 /// A child planned for `parent_fire` over `ranges`, as a completing SUCCESS carries it.
 fn child_trigger(parent_fire: &str, ranges: &[(u32, u32)]) -> store::ChildTrigger {
     let rows = ranges
@@ -657,16 +676,7 @@ fn child_trigger(parent_fire: &str, ranges: &[(u32, u32)]) -> store::ChildTrigge
 async fn children_are_written_once_with_the_success_that_completes_their_fire(backend: Backend) {
     let (_db, s) = open(backend).await;
     let fire = Utc.with_ymd_and_hms(2024, 5, 1, 8, 0, 0).unwrap();
-    let FireOutcome::Recorded(ranges) = s
-        .record_fire(
-            None,
-            &[row("parent", fire, 0, 4), row("parent", fire, 5, 9)],
-        )
-        .await
-        .unwrap()
-    else {
-        unreachable!()
-    };
+    let ranges = parent_fire(&s, fire).await;
     let key = jobflow::jobs::fire_key(&ranges[0].execution_id).to_string();
     let with_children = |plan: &[(u32, u32)]| Transition {
         lock_job: Some("parent".into()),
@@ -1862,6 +1872,59 @@ async fn a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole(backen
         [],
         "the fire recorded again is open, all three ranges of it"
     );
+}
+
+/// A job's row is locked by changing it: on a Galera cluster only the rows a transaction
+/// changes are certified across nodes, so two transactions that lock one job through two
+/// nodes conflict and the later runs again, instead of both committing what each judged
+/// without the other (the campaign on Galera: a fire's two ranges settled through two nodes
+/// each saw the other RUNNING, and the fire's children were never triggered). Settling a run
+/// under its job's lock and admitting a guarded fire each change the row once; settling
+/// without the lock leaves it.
+async fn a_jobs_lock_is_a_write_to_its_row(backend: Backend) {
+    let (db, s) = open(backend).await;
+    let body = |name: &str, policy: &str| {
+        serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
+            "cron": "* * * * * ?", "overlapPolicy": policy})
+    };
+    create(&s, body("parent", "ALLOW")).await;
+    create(&s, body("skip", "SKIP")).await;
+    let seq = |job: &str| {
+        let db = &db;
+        let sql = format!("SELECT lock_seq FROM job_definition WHERE name = '{job}'");
+        async move { db.fetch_i64(&sql).await }
+    };
+    assert_eq!((seq("parent").await, seq("skip").await), (0, 0));
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 8, 0, 0).unwrap();
+    let ranges = parent_fire(&s, fire).await;
+    let locked = Transition {
+        lock_job: Some("parent".into()),
+        ..success()
+    };
+    s.transition(&ranges[0].trace_id, &locked).await.unwrap();
+    assert_eq!(seq("parent").await, 1, "a settle under the job's lock");
+    s.transitions(&[(ranges[1].trace_id.clone(), success())])
+        .await
+        .unwrap();
+    assert_eq!(seq("parent").await, 1, "a settle without it");
+    let first = claimed(&s, "skip", fire).await;
+    let admitted = s
+        .admit(
+            &[guarded(
+                "skip",
+                jobflow::jobs::OverlapPolicy::Skip,
+                None,
+                &first,
+            )],
+            fire,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&admitted[0], store::Admitted::Run { .. }),
+        "{admitted:?}"
+    );
+    assert_eq!(seq("skip").await, 1, "an admission");
 }
 
 /// MySQL rolls a whole transaction back when it deadlocks with another (on Galera, also when a
