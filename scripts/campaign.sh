@@ -9,6 +9,14 @@
 # $JOBFLOW_CAMPAIGN_REPORT (default target/campaign/report-<date>.jsonl); the table is
 # printed at the end. Needs MariaDB and rnacos, as the cluster suite does.
 #
+# CAMPAIGN_GALERA=proxy|multi-primary runs the seeds on the three-node Galera cluster of
+# scripts/galera.sh (started here when it is not up) instead of the MariaDB server, with database
+# node faults beside the others (tests/campaign/galera.rs): `proxy`, every scheduler through
+# HAProxy to one writer; `multi-primary`, each scheduler writing to its own node. Seeds then run
+# one at a time (they share the cluster) and each plans 100 one-second burst jobs
+# (CAMPAIGN_BURST=N to change it); CAMPAIGN_FAULTS=database keeps only the node faults, to
+# measure what a node's loss alone costs. Needs root for the partitions (iptables).
+#
 # CAMPAIGN_PARALLEL=N runs N seeds at once (default 1: each seed has its own rnacos, database
 # and ports, so they do not meet, but they share the cores); CAMPAIGN_RELEASE=1 builds the
 # schedulers and the harness with optimisations, which leaves room for several at once.
@@ -31,6 +39,14 @@ ensure_rnacos
 export JOBFLOW_TEST_MYSQL_URL="$MYSQL_URL"
 
 parallel="${CAMPAIGN_PARALLEL:-1}"
+if [[ -n "${CAMPAIGN_GALERA:-}" ]]; then
+    # One cluster: a seed's node faults would land on the others' runs.
+    parallel=1
+    scripts/galera.sh start >/dev/null
+    export JOBFLOW_CAMPAIGN_GALERA="$CAMPAIGN_GALERA"
+    [[ -n "${CAMPAIGN_BURST:-}" ]] && export JOBFLOW_CAMPAIGN_BURST="$CAMPAIGN_BURST"
+    [[ -n "${CAMPAIGN_FAULTS:-}" ]] && export JOBFLOW_CAMPAIGN_FAULTS="$CAMPAIGN_FAULTS"
+fi
 if (( parallel > 1 )); then
     # Each seed holds about 60 connections (three schedulers' pools, the harness): MariaDB's
     # default 151 refused the fourth seed's.
@@ -66,7 +82,7 @@ lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 if not lines:
     sys.exit("no seed finished")
 names = list(lines[0]["violations"])
-print(f"\n{len(lines)} seeds of {lines[0]['seconds']} s of faults")
+print(f"\n{len(lines)} seeds of {lines[0]['seconds']} s of faults on {lines[0].get('database') or 'mariadb'}")
 print(f"{'invariant':<22} {'seeds':>6} {'violations':>11}  seeds with violations")
 for n in names:
     hit = [l["seed"] for l in lines if l["violations"][n] > 0]

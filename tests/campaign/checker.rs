@@ -31,7 +31,8 @@
 //!      scheduler whose database link and process were undisturbed then (a recording begun
 //!      while the link hung may have committed long after), and a fault that can keep
 //!      schedulers from recording (a scheduler killed, terminated or paused, a database link
-//!      cut or stalled) was under way between `t - 2.5 s` and `t + 1 s` ([`RECOVERY`]);
+//!      cut or stalled, a Galera node killed or cut off: that one disturbs every scheduler)
+//!      was under way between `t - 2.5 s` and `t + 1 s` ([`RECOVERY`]);
 //!    - each of its ranges was called at an executor (some attempt of the range has a handler
 //!      run), unless the range ended without a call for a documented reason: SKIPPED
 //!      (overlap SKIP), CANCELLED before the call (operator, COVER), or FAILED/TIMEOUT for
@@ -455,7 +456,8 @@ pub struct Stats {
     /// the instant), in ms, and the fire.
     pub worst_delay_after_fault_ms: i64,
     pub worst_delay_fire: String,
-    /// The same per fault kind.
+    /// The same per fault kind: the slowest fire due in the window of any fault of that kind
+    /// (faults overlap, so one fire may count for several kinds).
     pub worst_delay_by_fault: BTreeMap<String, i64>,
     /// The same per overlap policy of the job at the instant (`changing` when an API change
     /// was in flight): SKIP and COVER fires may wait for the run they replace to stop.
@@ -611,25 +613,36 @@ impl<'a> Index<'a> {
             .any(|l| l.id == scheduler && l.pauses.iter().any(|(s, e)| *s <= to && *e >= from))
     }
 
-    /// Whether `scheduler`'s database link was cut or stalled, or the process paused, at
-    /// some moment of `[from, to]`.
+    /// Whether `scheduler`'s database link was cut or stalled, a Galera node lost or cut off
+    /// (which holds every node's commits until the cluster has evicted it, and every link
+    /// through the proxy while it fails over), or the process paused, at some moment of
+    /// `[from, to]`.
     fn disturbed(&self, scheduler: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
         self.paused_between(scheduler, from, to)
             || self.h.faults.iter().any(|f| {
-                matches!(f.kind.as_str(), "db-cut" | "db-stall")
-                    && (f.target == scheduler || f.target == "all")
-                    && f.start <= to
-                    && f.end >= from
+                let hits = match f.kind.as_str() {
+                    "db-cut" | "db-stall" => f.target == scheduler || f.target == "all",
+                    "db-node-kill" | "db-node-partition" => true,
+                    _ => false,
+                };
+                hits && f.start <= to && f.end >= from
             })
     }
 
     /// Whether a fault that can keep schedulers from recording (one killed, terminated or
-    /// paused, a database link cut or stalled) was under way around instant `t`.
+    /// paused, a database link cut or stalled, a Galera node lost or cut off) was under way
+    /// around instant `t`.
     fn recording_disturbed(&self, t: DateTime<Utc>) -> bool {
         self.h.faults.iter().any(|f| {
             matches!(
                 f.kind.as_str(),
-                "kill-9" | "sigterm" | "sigstop" | "db-cut" | "db-stall"
+                "kill-9"
+                    | "sigterm"
+                    | "sigstop"
+                    | "db-cut"
+                    | "db-stall"
+                    | "db-node-kill"
+                    | "db-node-partition"
             ) && f.start - CLAIM_AHEAD <= t
                 && t <= f.end + RECOVERY
         })
@@ -1540,11 +1553,12 @@ fn worst_delays(ix: &Index, stats: &mut Stats) {
             .and_then(|tl| tl.settled_at(*t, Duration::zero(), Duration::zero()))
             .and_then(|s| s.def().map(|d| d.overlap.clone()))
             .unwrap_or_else(|| "changing".to_string());
-        let Some(fault) = h
+        let near: Vec<_> = h
             .faults
             .iter()
-            .find(|f| *t >= f.start - Duration::seconds(2) && *t <= f.end + Duration::seconds(10))
-        else {
+            .filter(|f| *t >= f.start - Duration::seconds(2) && *t <= f.end + Duration::seconds(10))
+            .collect();
+        let Some(fault) = near.first() else {
             continue;
         };
         for row in rows {
@@ -1559,11 +1573,14 @@ fn worst_delays(ix: &Index, stats: &mut Stats) {
                 continue;
             };
             let delay = (first - *t).num_milliseconds();
-            let by = stats
-                .worst_delay_by_fault
-                .entry(fault.kind.clone())
-                .or_default();
-            *by = (*by).max(delay);
+            // Faults overlap: the delay counts for every kind whose window holds the instant.
+            for f in &near {
+                let by = stats
+                    .worst_delay_by_fault
+                    .entry(f.kind.clone())
+                    .or_default();
+                *by = (*by).max(delay);
+            }
             let by = stats
                 .worst_delay_by_policy
                 .entry(policy.clone())

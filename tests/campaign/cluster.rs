@@ -1,6 +1,7 @@
 //! The cluster under test: three real `jobflow` processes in nacos mode on one rnacos and one
-//! fresh MariaDB database, each reaching the database through its own proxy (which can cut
-//! or stall the link), alerts sent to a webhook receiver owned here, and the executors.
+//! fresh MariaDB database (on one server, or on the Galera cluster of [`crate::galera`]),
+//! each reaching the database through its own proxy (which can cut or stall the link), alerts
+//! sent to a webhook receiver owned here, and the executors.
 //! Schedulers keep their port (so their instance id) across restarts, unless another socket
 //! took it meanwhile (see `start_scheduler`).
 
@@ -14,6 +15,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::executors::{BARE_SERVICE, Executor, Recorder, SDK_SERVICE};
+use crate::galera::Galera;
 use crate::harness::{MySqlDb, Rnacos, Scheduler, free_port};
 use crate::history::{AlertEvent, SchedulerLife};
 use crate::proxy::CutProxy;
@@ -88,9 +90,14 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub async fn start() -> Self {
+    /// Starts everything; the database on `galera` when given (created through its proxy,
+    /// each scheduler's link to the server its topology gives it), else on the test server.
+    pub async fn start(galera: Option<&Galera>) -> Self {
         let nacos = Rnacos::start().await;
-        let db = MySqlDb::create().await;
+        let db = match galera {
+            Some(g) => MySqlDb::create_on(&g.proxy).await,
+            None => MySqlDb::create().await,
+        };
         let inbox = Inbox::default();
         let hook = webhook(inbox.clone()).await;
         let mut config = tempfile::NamedTempFile::new().unwrap();
@@ -103,8 +110,12 @@ impl Cluster {
         .unwrap();
         let mut proxies = Vec::new();
         let mut slots = Vec::new();
-        for _ in 0..3 {
-            let (proxy, db_url) = CutProxy::in_front_of(&db.url).await;
+        for i in 0..3 {
+            let url = match galera {
+                Some(g) => db.url.replacen(&g.proxy, g.server_of(i), 1),
+                None => db.url.clone(),
+            };
+            let (proxy, db_url) = CutProxy::in_front_of(&url).await;
             let port = free_port();
             slots.push(Slot {
                 id: format!("127.0.0.1:{port}"),

@@ -13,6 +13,10 @@ pub struct History {
     pub seed: u64,
     /// Length of the fault phase, in seconds.
     pub seconds: u64,
+    /// Where the database ran: `mariadb` (one server), `galera-proxy` or
+    /// `galera-multi-primary`.
+    #[serde(default)]
+    pub database: String,
     /// When the workload and the faults began.
     pub started: DateTime<Utc>,
     /// When the last fault ended and the workload stopped: the quiet tail starts here.

@@ -24,6 +24,14 @@
 //!   history again without running anything; `JOBFLOW_CAMPAIGN_LOG=jobflow::dispatch=debug,info`
 //!   sets the schedulers' log filter for a seed under study.
 //!
+//! - `JOBFLOW_CAMPAIGN_GALERA=proxy|multi-primary` runs the seeds on a three-node Galera
+//!   cluster (`scripts/galera.sh`, started when it is not up) instead of one server, with
+//!   database node faults (a node killed and restarted, a node cut off and rejoining) beside
+//!   the others; see [`galera`]. `JOBFLOW_CAMPAIGN_BURST=n` adds `n` one-second jobs, so
+//!   hundreds of fires are in flight when a fault lands (default 100 on Galera, else 0).
+//!   `JOBFLOW_CAMPAIGN_FAULTS=database` keeps only the database node faults (the API
+//!   operations still run), to measure what a node's loss alone costs.
+//!
 //! A seed always plans the same operations and faults at the same offsets; what the processes
 //! do with them varies with real timing. Any violation fails the test, naming the seed, the
 //! table, examples and the command that replays it.
@@ -40,6 +48,7 @@ mod wait;
 mod checker;
 mod cluster;
 mod executors;
+mod galera;
 mod history;
 mod report;
 mod workload;
@@ -110,7 +119,7 @@ async fn scheduler_fault(cluster: &mut Cluster, fault: &FaultOp) -> Fault {
             cluster.restart_nacos(*down).await;
             "nacos".into()
         }
-        FaultOp::ExecutorKill { .. } | FaultOp::ExecutorSlow { .. } => unreachable!(),
+        _ => unreachable!("not a scheduler fault: {fault:?}"),
     };
     Fault {
         kind: fault.kind().into(),
@@ -146,10 +155,60 @@ async fn executor_fault(executors: &mut [executors::Executor], fault: &FaultOp) 
     }
 }
 
+/// Applies one database node fault and undoes it, waiting for the cluster to be whole again;
+/// the fault as recorded. It disturbs every scheduler: a node's loss holds the others'
+/// commits until the cluster has evicted it.
+async fn database_fault(galera: &galera::Galera, fault: &FaultOp) -> Fault {
+    let start = Utc::now();
+    let node = match fault {
+        FaultOp::DbNodeKill { node, down } => {
+            galera.kill_and_restart(*node, *down).await;
+            node
+        }
+        FaultOp::DbNodePartition { node, down } => {
+            galera.partition_and_heal(*node, *down).await;
+            node
+        }
+        _ => unreachable!("not a database fault: {fault:?}"),
+    };
+    Fault {
+        kind: fault.kind().into(),
+        target: format!("db-node-{node}"),
+        start,
+        end: Utc::now(),
+    }
+}
+
 /// Runs seed `seed`: a cluster, the plan, the quiet tail, and the history.
-async fn run_seed(seed: u64, seconds: u64, settle: u64) -> (History, Vec<(String, Vec<String>)>) {
-    let plan = workload::plan(seed, seconds);
-    let mut cluster = Cluster::start().await;
+async fn run_seed(
+    seed: u64,
+    seconds: u64,
+    settle: u64,
+    galera: Option<&galera::Galera>,
+) -> (History, Vec<(String, Vec<String>)>) {
+    let mut plan = workload::plan(seed, seconds);
+    let burst = env_u64(
+        "JOBFLOW_CAMPAIGN_BURST",
+        if galera.is_some() { 100 } else { 0 },
+    );
+    plan.initial.extend(workload::burst(burst as usize));
+    let database_faults = match galera {
+        Some(_) => workload::database_faults(seed, seconds),
+        None => Vec::new(),
+    };
+    match std::env::var("JOBFLOW_CAMPAIGN_FAULTS").as_deref() {
+        Err(_) | Ok("" | "all") => {}
+        Ok("database") => {
+            assert!(
+                galera.is_some(),
+                "database node faults need JOBFLOW_CAMPAIGN_GALERA"
+            );
+            plan.faults.clear();
+            plan.executor_faults.clear();
+        }
+        Ok(other) => panic!("JOBFLOW_CAMPAIGN_FAULTS={other}: expected all or database"),
+    }
+    let mut cluster = Cluster::start(galera).await;
     let api = Api::new();
     for (i, spec) in plan.initial.iter().enumerate() {
         api.run(&cluster.live, i as u64, &Op::Create(spec.clone()))
@@ -167,10 +226,12 @@ async fn run_seed(seed: u64, seconds: u64, settle: u64) -> (History, Vec<(String
     let started = Utc::now();
     let start = tokio::time::Instant::now();
     println!(
-        "seed {seed}: {} operations, {} scheduler faults, {} executor faults over {seconds} s",
+        "seed {seed}: {} operations, {} scheduler faults, {} executor faults, {} database node \
+         faults over {seconds} s; {burst} burst jobs",
         plan.ops.len(),
         plan.faults.len(),
-        plan.executor_faults.len()
+        plan.executor_faults.len(),
+        database_faults.len()
     );
     let ops = {
         let (api, live, ops) = (api.clone(), cluster.live.clone(), plan.ops.clone());
@@ -193,6 +254,18 @@ async fn run_seed(seed: u64, seconds: u64, settle: u64) -> (History, Vec<(String
             (executors, done)
         })
     };
+    let database_faults = {
+        let galera = galera.cloned();
+        tokio::spawn(async move {
+            let mut done = Vec::new();
+            for (at, fault) in database_faults {
+                sleep_until(start, at).await;
+                let galera = galera.as_ref().expect("database faults only on Galera");
+                done.push(database_fault(galera, &fault).await);
+            }
+            done
+        })
+    };
     let mut faults = Vec::new();
     for (at, fault) in &plan.faults {
         sleep_until(start, *at).await;
@@ -202,6 +275,7 @@ async fn run_seed(seed: u64, seconds: u64, settle: u64) -> (History, Vec<(String
     let (executors, done) = executor_faults.await.unwrap();
     cluster.executors = executors;
     faults.extend(done);
+    faults.extend(database_faults.await.unwrap());
     faults.sort_by_key(|f| f.start);
     // Everything back, whatever the plan left.
     cluster.db_heal();
@@ -243,6 +317,7 @@ async fn run_seed(seed: u64, seconds: u64, settle: u64) -> (History, Vec<(String
     let history = History {
         seed,
         seconds,
+        database: galera.map_or("mariadb", |g| g.topology.name()).into(),
         started,
         quiet,
         ended,
@@ -320,9 +395,17 @@ async fn campaign() {
     }
     let seconds = env_u64("JOBFLOW_CAMPAIGN_SECONDS", 30);
     let settle = env_u64("JOBFLOW_CAMPAIGN_SETTLE", 40);
+    let galera = match galera::Topology::from_env() {
+        Some(t) => Some(galera::Galera::start(t).await),
+        None => None,
+    };
     let mut failed = Vec::new();
     for seed in seeds() {
-        let (history, logs) = run_seed(seed, seconds, settle).await;
+        if let Some(g) = &galera {
+            // Whole again after the last seed, whatever it left.
+            g.wait_synced().await;
+        }
+        let (history, logs) = run_seed(seed, seconds, settle, galera.as_ref()).await;
         let verdict = checker::check(&history);
         report(&history, &verdict);
         let kept = (verdict.violations() > 0 || std::env::var("JOBFLOW_CAMPAIGN_KEEP").is_ok())
@@ -337,7 +420,7 @@ async fn campaign() {
             println!(
                 "seed {seed}: {} violations; replay with\n  {}",
                 verdict.violations(),
-                report::replay_command(seed, seconds)
+                report::replay_command(seed, seconds, &history.database)
             );
             failed.push(seed);
         }
@@ -345,6 +428,10 @@ async fn campaign() {
     assert!(
         failed.is_empty(),
         "promise violations in seeds {failed:?} (tables above); replay one with {}",
-        report::replay_command(failed.first().copied().unwrap_or(0), seconds)
+        report::replay_command(
+            failed.first().copied().unwrap_or(0),
+            seconds,
+            galera.as_ref().map_or("mariadb", |g| g.topology.name())
+        )
     );
 }

@@ -7,9 +7,13 @@ use serde_json::json;
 use crate::checker::Verdict;
 use crate::history::History;
 
-pub fn replay_command(seed: u64, seconds: u64) -> String {
+pub fn replay_command(seed: u64, seconds: u64, database: &str) -> String {
+    let galera = match database.strip_prefix("galera-") {
+        Some(topology) => format!("JOBFLOW_CAMPAIGN_GALERA={topology} "),
+        None => String::new(),
+    };
     format!(
-        "JOBFLOW_CAMPAIGN_SEEDS={seed} JOBFLOW_CAMPAIGN_SECONDS={seconds} cargo test --test campaign -- --nocapture"
+        "{galera}JOBFLOW_CAMPAIGN_SEEDS={seed} JOBFLOW_CAMPAIGN_SECONDS={seconds} cargo test --test campaign -- --nocapture"
     )
 }
 
@@ -19,9 +23,14 @@ pub fn table(h: &History, v: &Verdict) -> String {
     let s = &v.stats;
     let _ = writeln!(
         out,
-        "campaign seed {} ({} s of faults): {} faults, {} API calls, {} handler runs, {} rows; \
+        "campaign seed {} on {} ({} s of faults): {} faults, {} API calls, {} handler runs, {} rows; \
          {} fires checked, {} delivered; worst first call after a fault {} ms ({})",
         h.seed,
+        if h.database.is_empty() {
+            "mariadb"
+        } else {
+            &h.database
+        },
         h.seconds,
         s.faults,
         s.api_calls,
@@ -124,6 +133,7 @@ pub fn json_line(h: &History, v: &Verdict) -> String {
         .collect();
     json!({
         "seed": h.seed,
+        "database": h.database,
         "seconds": h.seconds,
         "violations_total": v.violations(),
         "violations": violations,
@@ -131,7 +141,7 @@ pub fn json_line(h: &History, v: &Verdict) -> String {
         "examples": examples,
         "stats": v.stats,
         "faults": faults,
-        "replay": replay_command(h.seed, h.seconds),
+        "replay": replay_command(h.seed, h.seconds, &h.database),
     })
     .to_string()
 }

@@ -108,6 +108,16 @@ pub enum FaultOp {
         executor: usize,
         down: Duration,
     },
+    /// `kill -9` of Galera node `node` (1..3), restarted after `down`.
+    DbNodeKill {
+        node: usize,
+        down: Duration,
+    },
+    /// Galera node `node` cut off the others for `down`, then healed.
+    DbNodePartition {
+        node: usize,
+        down: Duration,
+    },
 }
 
 impl FaultOp {
@@ -121,6 +131,8 @@ impl FaultOp {
             Self::NacosRestart { .. } => "nacos-restart",
             Self::ExecutorKill { .. } => "executor-kill",
             Self::ExecutorSlow { .. } => "executor-slow",
+            Self::DbNodeKill { .. } => "db-node-kill",
+            Self::DbNodePartition { .. } => "db-node-partition",
         }
     }
 }
@@ -362,20 +374,32 @@ pub fn plan(seed: u64, seconds: u64) -> Plan {
 /// after each fire ends.
 fn fixed_delay(name: &str, handler: &'static str, shards: u32, interval: u32) -> Spec {
     Spec {
-        name: name.into(),
-        service: SDK_SERVICE,
-        handler,
         cron: "",
         shard_count: shards,
-        overlap: "ALLOW",
         max_retry: 1,
+        delay: Some(interval),
+        ..plain(name, SDK_SERVICE, handler)
+    }
+}
+
+/// A one-second `ALLOW` job of `service`, one range, no retry, a 5 s timeout: the base of the
+/// jobs drawn from no randomness.
+fn plain(name: &str, service: &'static str, handler: &'static str) -> Spec {
+    Spec {
+        name: name.into(),
+        service,
+        handler,
+        cron: "*/1 * * * * ?",
+        shard_count: 1,
+        overlap: "ALLOW",
+        max_retry: 0,
         timeout: 5,
         misfire: "FIRE_ONCE_NOW",
         route: "ROUND_ROBIN",
         child_jobs: Vec::new(),
         enabled: true,
         v: 0,
-        delay: Some(interval),
+        delay: None,
     }
 }
 
@@ -473,6 +497,54 @@ fn executor_faults(rng: &mut StdRng, seconds: u64) -> Vec<(Duration, FaultOp)> {
         at += busy + secs(rng, 3, 8);
     }
     out
+}
+
+/// The database node faults of a campaign on Galera, one after another (the next begins
+/// 3-8 s after every node is Synced again, so two nodes always keep quorum). Drawn from their
+/// own stream of the seed, so the rest of the seed's plan stays what it is on one server.
+/// The writer behind the proxy (node 1) is the target of most: its loss is a failover.
+pub fn database_faults(seed: u64, seconds: u64) -> Vec<(Duration, FaultOp)> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6a1e_7a00_0000_0000);
+    let mut out = Vec::new();
+    let end = Duration::from_secs(seconds);
+    let mut at = secs(&mut rng, 3, 8);
+    loop {
+        let node = if rng.random_bool(0.6) {
+            1
+        } else {
+            rng.random_range(2..=3)
+        };
+        // A restart or a heal and the resync take about 5 s beyond `down`.
+        let (fault, busy) = if rng.random_bool(0.6) {
+            let down = secs(&mut rng, 2, 10);
+            (FaultOp::DbNodeKill { node, down }, down)
+        } else {
+            let down = secs(&mut rng, 5, 15);
+            (FaultOp::DbNodePartition { node, down }, down)
+        };
+        if at + busy + Duration::from_secs(5) > end {
+            break;
+        }
+        out.push((at, fault));
+        at += busy + Duration::from_secs(5) + secs(&mut rng, 3, 8);
+    }
+    out
+}
+
+/// `n` one-second jobs (`fast`, ALLOW, no retry), of the SDK and the bare executors in turn:
+/// the burst of fires in flight when a database node is lost. Left alone by the operations, and drawn from no
+/// randomness, so the rest of the plan stays the seed's.
+pub fn burst(n: usize) -> Vec<Spec> {
+    (0..n)
+        .map(|i| {
+            let service = if i % 2 == 0 {
+                SDK_SERVICE
+            } else {
+                BARE_SERVICE
+            };
+            plain(&format!("burst-{i:03}"), service, "fast")
+        })
+        .collect()
 }
 
 /// Sends API calls and records each with its answer.

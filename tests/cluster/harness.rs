@@ -394,6 +394,12 @@ impl MySqlDb {
     pub async fn create() -> Self {
         let server = std::env::var("JOBFLOW_TEST_MYSQL_URL")
             .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into());
+        Self::create_on(&server).await
+    }
+
+    /// A fresh database on the server at `server` (a URL without a database).
+    pub async fn create_on(server: &str) -> Self {
+        let server = server.to_string();
         let name = format!("jobflow_cluster_{:08x}", rand::random::<u32>());
         let mut conn = sqlx::MySqlConnection::connect(&server)
             .await
