@@ -4,7 +4,8 @@
 //! another can go on: an InnoDB deadlock on one server, and on a Galera cluster also a
 //! certification failure, where two nodes committed writes to the same rows at once and the
 //! second is refused at its commit (row locks are local to a node, so conflicts between
-//! instances writing through different nodes surface only there). Nothing of such a
+//! instances writing through different nodes surface only there; MySQL group replication
+//! answers the same case with error 3101, SQLSTATE `40000`). Nothing of such a
 //! transaction was written, so it can be run again as it was, reading afresh what the other
 //! one wrote: two instances recording the same fires then find them recorded (the second
 //! skips them) instead of one of them leaving its whole batch to the misfire path.
@@ -18,7 +19,12 @@
 //! inserted then comes back without them ([`StoreError::Aborted`]), and it is run again too.
 //!
 //! Only those answers are retried here. A connection lost during a commit leaves its outcome
-//! unknown, and is left to the callers, who read back what was written (docs/design.md).
+//! unknown, and is left to the callers, who read back what was written (docs/design.md). A
+//! Galera node out of the Primary component answers every statement with error 1047 until it
+//! rejoins: running the transaction again at once would meet the same node. sqlx's check of
+//! a connection as it is given back fails on that node too, so the pool closes it, and the
+//! callers' own retries (the next instant, the settle loop) reach the node the proxy moved
+//! to.
 
 use std::future::Future;
 use std::time::Duration;
@@ -33,13 +39,27 @@ const ATTEMPTS: u32 = 5;
 /// meet again in lockstep.
 const WAIT: Backoff = Backoff::jittered(Duration::from_millis(5), Duration::from_millis(80));
 
+/// MySQL group replication's answer at the commit of a transaction that failed
+/// certification (`ER_TRANSACTION_ROLLBACK_DURING_COMMIT`, SQLSTATE `40000`): rolled back
+/// whole, as a Galera certification failure is.
+const GROUP_REPLICATION_ROLLBACK: u16 = 3101;
+
 /// Whether the database rolled the transaction back for a conflict with another.
 pub(crate) fn rolled_back(e: &StoreError) -> bool {
     match e {
-        StoreError::Database(sqlx::Error::Database(db)) => db.code().as_deref() == Some("40001"),
+        StoreError::Database(sqlx::Error::Database(db)) => conflict_answer(
+            db.code().as_deref(),
+            db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .map(|m| m.number()),
+        ),
         StoreError::Aborted(_) => true,
         _ => false,
     }
+}
+
+/// Whether an answer with this SQLSTATE and MySQL error number is a conflict's rollback.
+fn conflict_answer(sqlstate: Option<&str>, number: Option<u16>) -> bool {
+    sqlstate == Some("40001") || number == Some(GROUP_REPLICATION_ROLLBACK)
 }
 
 /// Runs the transaction `attempt` until it is not rolled back for a conflict, at most
@@ -132,6 +152,21 @@ mod tests {
         assert!(!rolled_back(&StoreError::Database(
             sqlx::Error::PoolTimedOut
         )));
+    }
+
+    #[test]
+    fn deadlocks_and_certification_failures_are_conflicts_other_answers_are_not() {
+        // An InnoDB deadlock, or a Galera certification failure.
+        assert!(conflict_answer(Some("40001"), Some(1213)));
+        // Group replication's certification failure.
+        assert!(conflict_answer(Some("40000"), Some(3101)));
+        // A Galera node out of the Primary component: the node refuses, nothing to run again
+        // on it.
+        assert!(!conflict_answer(Some("08S01"), Some(1047)));
+        // A lock wait timeout rolls back only the statement (HY000).
+        assert!(!conflict_answer(Some("HY000"), Some(1205)));
+        assert!(!conflict_answer(Some("23000"), Some(1062)));
+        assert!(!conflict_answer(None, None));
     }
 
     #[tokio::test(start_paused = true)]
