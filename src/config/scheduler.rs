@@ -38,6 +38,9 @@ pub struct SchedulerSettings {
     /// First retry delay; doubled per retry, with jitter, up to the maximum.
     pub retry_backoff_millis: NonZeroU64,
     pub retry_backoff_max_millis: NonZeroU64,
+    /// How long the database may go without answering this instance's job refresh before it
+    /// leaves the scheduler list, so the others take its jobs (engine/standing.rs); 0 never.
+    pub step_aside_after_millis: u64,
 }
 
 impl Default for SchedulerSettings {
@@ -51,6 +54,7 @@ impl Default for SchedulerSettings {
             claim_ahead_millis: 1500,
             retry_backoff_millis: nonzero(1000),
             retry_backoff_max_millis: nonzero(60_000),
+            step_aside_after_millis: 3000,
         }
     }
 }

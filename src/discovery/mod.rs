@@ -43,6 +43,10 @@ pub trait Discovery: Send + Sync + 'static {
     async fn register(&self) -> anyhow::Result<()>;
     /// Withdraws this instance (first step of shutdown).
     async fn deregister(&self);
+    /// Leaves the scheduler list (`false`) while this instance cannot reach its database, or
+    /// rejoins it (`true`); `engine/standing.rs` decides when. A standalone instance has no
+    /// list to leave.
+    async fn stand(&self, listed: bool);
     /// `Err(reason)` while discovery is degraded (readiness).
     fn status(&self) -> Result<(), String>;
 }

@@ -41,7 +41,12 @@ pub struct NacosDiscovery {
     /// Executor services subscribed to (once each, whatever later queries do), by grouped
     /// name.
     subscribed: tokio::sync::Mutex<std::collections::HashSet<String>>,
+    /// Whether this instance should be listed: registered, and not shut down or stepped
+    /// aside. The probe registers it again when Nacos lost it.
     registered: AtomicBool,
+    /// Stepped aside (`Discovery::stand`): the probe removes it again when Nacos still lists
+    /// it.
+    aside: AtomicBool,
     reachable: Arc<AtomicBool>,
     last_error: Arc<Mutex<Option<String>>>,
     metadata: HashMap<String, String>,
@@ -168,6 +173,7 @@ impl NacosDiscovery {
             executors: Arc::default(),
             subscribed: tokio::sync::Mutex::default(),
             registered: AtomicBool::new(false),
+            aside: AtomicBool::new(false),
             reachable: Arc::new(AtomicBool::new(false)),
             last_error: Arc::default(),
             metadata,
@@ -222,6 +228,20 @@ impl NacosDiscovery {
         }
     }
 
+    /// Registers this instance in the scheduler service (`true`) or removes it.
+    async fn list_self(&self, listed: bool) -> Result<(), nacos_sdk::api::error::Error> {
+        let (service, group) = (self.service.clone(), Some(self.group.clone()));
+        if listed {
+            self.naming
+                .register_instance(service, group, self.instance())
+                .await
+        } else {
+            self.naming
+                .deregister_instance(service, group, self.instance())
+                .await
+        }
+    }
+
     /// Every few seconds: can Nacos be reached, and does it still list this instance?
     async fn probe(self: Arc<Self>) {
         loop {
@@ -241,16 +261,13 @@ impl NacosDiscovery {
                         .any(|i| i.ip == self.ip && i.port == self.port as i32);
                     if self.registered.load(Ordering::Acquire) && !listed {
                         tracing::warn!("Nacos no longer lists this instance; registering again");
-                        if let Err(e) = self
-                            .naming
-                            .register_instance(
-                                self.service.clone(),
-                                Some(self.group.clone()),
-                                self.instance(),
-                            )
-                            .await
-                        {
+                        if let Err(e) = self.list_self(true).await {
                             tracing::warn!(error = %e, "re-registration failed");
+                        }
+                    } else if self.aside.load(Ordering::Acquire) && listed {
+                        // Stepped aside, but the deregistration did not go through.
+                        if let Err(e) = self.list_self(false).await {
+                            tracing::warn!(error = %e, "leaving the scheduler list failed");
                         }
                     }
                 }
@@ -335,12 +352,7 @@ impl Discovery for NacosDiscovery {
     }
 
     async fn register(&self) -> anyhow::Result<()> {
-        self.naming
-            .register_instance(
-                self.service.clone(),
-                Some(self.group.clone()),
-                self.instance(),
-            )
+        self.list_self(true)
             .await
             .map_err(|e| anyhow::anyhow!("registering {} in Nacos: {e}", self.me))?;
         self.registered.store(true, Ordering::Release);
@@ -351,18 +363,31 @@ impl Discovery for NacosDiscovery {
     async fn deregister(&self) {
         self.registered.store(false, Ordering::Release);
         self.stop.cancel();
-        match self
-            .naming
-            .deregister_instance(
-                self.service.clone(),
-                Some(self.group.clone()),
-                self.instance(),
-            )
-            .await
-        {
+        match self.list_self(false).await {
             Ok(()) => tracing::info!(instance = %self.me, "deregistered from Nacos"),
             Err(e) => {
                 tracing::warn!(error = %e, "deregistration failed; Nacos expires the instance by itself")
+            }
+        }
+    }
+
+    async fn stand(&self, listed: bool) {
+        if self.stop.is_cancelled() {
+            return;
+        }
+        // What the probe keeps true in Nacos: set first, so a change that fails now is made
+        // again by the probe.
+        self.registered.store(listed, Ordering::Release);
+        self.aside.store(!listed, Ordering::Release);
+        match self.list_self(listed).await {
+            Ok(()) if listed => {
+                tracing::info!(instance = %self.me, "the database answers again; back in the scheduler list")
+            }
+            Ok(()) => {
+                tracing::warn!(instance = %self.me, "the database does not answer; left the scheduler list, the other instances take this one's jobs")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, listed, "changing this instance's place in Nacos failed")
             }
         }
     }

@@ -63,6 +63,8 @@ impl Discovery for Standalone {
 
     async fn deregister(&self) {}
 
+    async fn stand(&self, _listed: bool) {}
+
     fn status(&self) -> Result<(), String> {
         Ok(())
     }

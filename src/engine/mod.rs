@@ -15,6 +15,7 @@
 //! restart, a failover) flows through the bound and nothing waits on itself.
 
 pub mod ownership;
+pub mod standing;
 pub mod timers;
 
 use std::collections::{HashMap, VecDeque};
@@ -33,6 +34,7 @@ use crate::dispatch::{Dispatcher, Fire, Owed};
 use crate::jobs::{Calendars, JobBook, JobDefinition};
 use crate::store::{JobChanges, Store, StoreError};
 use ownership::OwnershipRing;
+use standing::{DatabaseWatch, Standing};
 use timers::{DueFire, FireSchedule, MisfireRules, Step};
 
 /// Due fires taken from the queue per step of a burst.
@@ -103,6 +105,12 @@ pub struct Engine {
     book: Arc<JobBook>,
     /// The calendars jobs may name.
     calendars: Arc<Calendars>,
+    /// Whether the database answers the job refreshes, and whether this instance stands in
+    /// the scheduler list for it (`standing.rs`).
+    database: DatabaseWatch,
+    /// The standing to carry out (`true`: listed), applied in order by a task of its own so
+    /// that the loop never waits for Nacos.
+    listed: tokio::sync::watch::Sender<bool>,
 }
 
 /// What the engine is built from.
@@ -158,10 +166,25 @@ impl Engine {
             refresh: Duration::from_millis(settings.scheduler.job_refresh_millis.get()),
             book,
             calendars,
+            database: DatabaseWatch::new(
+                Duration::from_millis(settings.scheduler.step_aside_after_millis),
+                Instant::now(),
+            ),
+            listed: tokio::sync::watch::channel(true).0,
         })
     }
 
     pub async fn run(mut self, cancel: CancellationToken) {
+        metrics::gauge!("scheduler_stepped_aside").set(0.0);
+        let standing = {
+            let (discovery, mut listed) = (self.discovery.clone(), self.listed.subscribe());
+            tokio::spawn(async move {
+                while listed.changed().await.is_ok() {
+                    let now = *listed.borrow_and_update();
+                    discovery.stand(now).await;
+                }
+            })
+        };
         let mut members = self.discovery.schedulers();
         let mut members_open = true;
         let mut schedule = FireSchedule::new(self.calendars.clone());
@@ -209,7 +232,18 @@ impl Engine {
                 resync |= self.reload(&mut schedule, &mut due, &mut owed_back).await;
             }
         }
+        standing.abort();
         tracing::info!("engine stopped");
+    }
+
+    /// Carries out a change of this instance's standing in the scheduler list.
+    fn stand(&self, standing: Option<Standing>) {
+        let Some(standing) = standing else {
+            return;
+        };
+        let aside = standing == Standing::Aside;
+        metrics::gauge!("scheduler_stepped_aside").set(if aside { 1.0 } else { 0.0 });
+        self.listed.send_replace(!aside);
     }
 
     /// Catches up with job changes, then owes again the instants the dispatcher gave back
@@ -230,10 +264,14 @@ impl Engine {
             Ok(Reload::Full) => true,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read jobs; scheduling continues with the last known set");
+                let standing = self.database.failed(Instant::now());
+                self.stand(standing);
                 // The owed instants wait for a reload that sees the database.
                 return false;
             }
         };
+        let standing = self.database.answered(Instant::now());
+        self.stand(standing);
         // FIXED_DELAY fires the store refused wait for the job's latest fire instead.
         owed_back.retain(|owed| match owed.behind {
             Some(latest) => {

@@ -8,10 +8,14 @@ mod backfill;
 #[allow(dead_code)]
 mod harness;
 mod jobs_document;
+#[path = "../support/proxy.rs"]
+#[allow(dead_code)]
+mod proxy;
 #[path = "../it/recorder.rs"]
 #[allow(dead_code)]
 mod recorder;
 mod service_group;
+mod step_aside;
 #[path = "../support/wait.rs"]
 mod wait;
 
