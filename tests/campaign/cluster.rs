@@ -54,6 +54,11 @@ impl Live {
     fn set(&self, i: usize, state: SlotState) {
         self.0.lock().unwrap()[i].1 = state;
     }
+
+    /// Slot `i` moved to another instance id (another port).
+    fn rename(&self, i: usize, id: &str) {
+        self.0.lock().unwrap()[i].0 = id.to_string();
+    }
 }
 
 /// Alerts received by the webhook.
@@ -257,6 +262,9 @@ impl Cluster {
                         eprintln!("scheduler {} moves to port {port}", self.slots[i].id);
                         self.slots[i].port = port;
                         self.slots[i].id = format!("127.0.0.1:{port}");
+                        // The workload's calls follow it (an executor took the old port at
+                        // the start once, and answered them 404).
+                        self.live.rename(i, &self.slots[i].id);
                     }
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
