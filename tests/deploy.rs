@@ -368,6 +368,7 @@ fn dashboard_queries_metrics_jobflow_exports() {
         "scheduler_instances",
         "scheduler_compensation_leader",
         "scheduler_nacos_up",
+        "scheduler_stepped_aside",
         "scheduler_calls_in_flight",
         "scheduler_backlog",
         "alert_deliveries_total",

@@ -151,6 +151,8 @@ async fn sharded_fire_reaches_three_executors_with_every_header(backend: Backend
     assert!(metrics.contains("job_execution_duration_seconds_bucket{job_name=\"stock-count\""));
     assert!(metrics.contains("scheduler_fire_delay_seconds_bucket"));
     assert!(metrics.contains("scheduler_owned_jobs"));
+    // Exported from the start, so the alert on it has a series to watch.
+    assert!(metrics.contains("scheduler_stepped_aside 0"), "{metrics}");
 }
 
 async fn split_view_schedulers_dispatch_each_fire_once(backend: Backend) {
