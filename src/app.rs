@@ -58,6 +58,12 @@ impl Application {
         let instant_store = store::connect_beside(&settings.database, &store, 1)
             .await
             .context("connecting the instant check to the database")?;
+        // The engine's job refreshes tell whether the database answers this instance
+        // (engine/standing.rs): on a connection of their own, a fire path that holds every
+        // connection of its pool does not look like a database that is gone.
+        let engine_store = store::connect_beside(&settings.database, &store, 1)
+            .await
+            .context("connecting the engine to the database")?;
         let (listener, settings) = bind(settings).await?;
         let discovery = join_discovery(&settings).await?;
         let alerts = Alerts::start(&settings.alerts, discovery.self_id(), clock)?;
@@ -83,7 +89,7 @@ impl Application {
             &settings,
             EngineParts {
                 clock,
-                store: store.clone(),
+                store: engine_store,
                 discovery: discovery.clone(),
                 dispatcher: dispatcher.clone(),
                 cluster: cluster.clone(),

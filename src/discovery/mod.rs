@@ -44,9 +44,9 @@ pub trait Discovery: Send + Sync + 'static {
     /// Withdraws this instance (first step of shutdown).
     async fn deregister(&self);
     /// Leaves the scheduler list (`false`) while this instance cannot reach its database, or
-    /// rejoins it (`true`); `engine/standing.rs` decides when. A standalone instance has no
-    /// list to leave.
-    async fn stand(&self, listed: bool);
+    /// rejoins it (`true`); `engine/standing.rs` decides when. `false` when there is no list
+    /// to leave (a standalone instance).
+    async fn stand(&self, listed: bool) -> bool;
     /// `Err(reason)` while discovery is degraded (readiness).
     fn status(&self) -> Result<(), String>;
 }

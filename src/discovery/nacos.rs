@@ -352,6 +352,11 @@ impl Discovery for NacosDiscovery {
     }
 
     async fn register(&self) -> anyhow::Result<()> {
+        if self.aside.load(Ordering::Acquire) {
+            // The engine stepped aside before start-up ended: its first answer registers.
+            tracing::warn!(instance = %self.me, "the database does not answer; registering once it does");
+            return Ok(());
+        }
         self.list_self(true)
             .await
             .map_err(|e| anyhow::anyhow!("registering {} in Nacos: {e}", self.me))?;
@@ -371,9 +376,9 @@ impl Discovery for NacosDiscovery {
         }
     }
 
-    async fn stand(&self, listed: bool) {
+    async fn stand(&self, listed: bool) -> bool {
         if self.stop.is_cancelled() {
-            return;
+            return true;
         }
         // What the probe keeps true in Nacos: set first, so a change that fails now is made
         // again by the probe.
@@ -390,6 +395,12 @@ impl Discovery for NacosDiscovery {
                 tracing::warn!(error = %e, listed, "changing this instance's place in Nacos failed")
             }
         }
+        // Shut down meanwhile: the deregistration may have gone out before this registration.
+        if listed && self.stop.is_cancelled() {
+            self.registered.store(false, Ordering::Release);
+            let _ = self.list_self(false).await;
+        }
+        true
     }
 
     fn status(&self) -> Result<(), String> {

@@ -63,7 +63,9 @@ impl Discovery for Standalone {
 
     async fn deregister(&self) {}
 
-    async fn stand(&self, _listed: bool) {}
+    async fn stand(&self, _listed: bool) -> bool {
+        false
+    }
 
     fn status(&self) -> Result<(), String> {
         Ok(())

@@ -181,7 +181,9 @@ impl Engine {
             tokio::spawn(async move {
                 while listed.changed().await.is_ok() {
                     let now = *listed.borrow_and_update();
-                    discovery.stand(now).await;
+                    if discovery.stand(now).await {
+                        metrics::gauge!("scheduler_stepped_aside").set(if now { 0.0 } else { 1.0 });
+                    }
                 }
             })
         };
@@ -241,9 +243,7 @@ impl Engine {
         let Some(standing) = standing else {
             return;
         };
-        let aside = standing == Standing::Aside;
-        metrics::gauge!("scheduler_stepped_aside").set(if aside { 1.0 } else { 0.0 });
-        self.listed.send_replace(!aside);
+        self.listed.send_replace(standing == Standing::Back);
     }
 
     /// Catches up with job changes, then owes again the instants the dispatcher gave back

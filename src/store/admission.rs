@@ -14,7 +14,8 @@
 //! **Judged ahead.** Even a few statements at the instant, beside that second's other writes,
 //! doubled the delay of guarded fires against ALLOW ones. Most fires find their job idle, and
 //! can be judged before their instant ([`judge_ahead`]): [`ADMIT_AHEAD`] before it, under the
-//! same locks, a fire whose job has no run is admitted, and nothing is written; every other
+//! same locks (the lock bumps the job row's `lock_seq`, see `steps::lock_job_rows`), a fire
+//! whose job has no run is admitted, and nothing else is written; every other
 //! fire is left to be admitted at its instant as above. For this to hold, a cron fire counts
 //! as a run of its job from `ADMIT_AHEAD` before its instant: an admission after the judgment
 //! (a manual run, a child, a late fire) sees it and is skipped, or covers it (it may have been
@@ -51,8 +52,8 @@ pub(super) async fn admit_all(
 
 /// Judges `fires` ahead of their instant under their jobs' row locks: `true` for each fire
 /// whose job is at its revision, whose rows are all still PENDING, and which has no other
-/// run at `now`, so it may be called at its instant with nothing more written. Writes
-/// nothing; a fire judged `false` is admitted at its instant.
+/// run at `now`, so it may be called at its instant with nothing more written. Writes only
+/// the locks; a fire judged `false` is admitted at its instant.
 pub(super) async fn judge_ahead(
     tx: &mut Tx,
     fires: &[GuardedFire],
