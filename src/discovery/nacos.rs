@@ -41,12 +41,8 @@ pub struct NacosDiscovery {
     /// Executor services subscribed to (once each, whatever later queries do), by grouped
     /// name.
     subscribed: tokio::sync::Mutex<std::collections::HashSet<String>>,
-    /// Whether this instance should be listed: registered, and not shut down or stepped
-    /// aside. The probe registers it again when Nacos lost it.
-    registered: AtomicBool,
-    /// Stepped aside (`Discovery::stand`): the probe removes it again when Nacos still lists
-    /// it.
-    aside: AtomicBool,
+    /// What the probe keeps true of this instance in Nacos.
+    listing: Mutex<Listing>,
     reachable: Arc<AtomicBool>,
     last_error: Arc<Mutex<Option<String>>>,
     metadata: HashMap<String, String>,
@@ -134,6 +130,18 @@ fn valid_prefix(p: &str) -> bool {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.')))
 }
 
+/// What this instance should be in the scheduler service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    /// Not announced yet, or shut down.
+    Absent,
+    /// Registered: the probe registers it again when Nacos lost it.
+    Listed,
+    /// Stepped aside (`Discovery::stand`): the probe removes it again when Nacos still lists
+    /// it.
+    Aside,
+}
+
 impl NacosDiscovery {
     /// Connects to Nacos and subscribes to the scheduler service (without registering).
     pub async fn connect(
@@ -172,8 +180,7 @@ impl NacosDiscovery {
             schedulers,
             executors: Arc::default(),
             subscribed: tokio::sync::Mutex::default(),
-            registered: AtomicBool::new(false),
-            aside: AtomicBool::new(false),
+            listing: Mutex::new(Listing::Absent),
             reachable: Arc::new(AtomicBool::new(false)),
             last_error: Arc::default(),
             metadata,
@@ -228,6 +235,14 @@ impl NacosDiscovery {
         }
     }
 
+    fn listing(&self) -> Listing {
+        *self.listing.lock().expect("listing lock")
+    }
+
+    fn set_listing(&self, listing: Listing) {
+        *self.listing.lock().expect("listing lock") = listing;
+    }
+
     /// Registers this instance in the scheduler service (`true`) or removes it.
     async fn list_self(&self, listed: bool) -> Result<(), nacos_sdk::api::error::Error> {
         let (service, group) = (self.service.clone(), Some(self.group.clone()));
@@ -259,16 +274,22 @@ impl NacosDiscovery {
                     let listed = list
                         .iter()
                         .any(|i| i.ip == self.ip && i.port == self.port as i32);
-                    if self.registered.load(Ordering::Acquire) && !listed {
-                        tracing::warn!("Nacos no longer lists this instance; registering again");
-                        if let Err(e) = self.list_self(true).await {
-                            tracing::warn!(error = %e, "re-registration failed");
+                    match (self.listing(), listed) {
+                        (Listing::Listed, false) => {
+                            tracing::warn!(
+                                "Nacos no longer lists this instance; registering again"
+                            );
+                            if let Err(e) = self.list_self(true).await {
+                                tracing::warn!(error = %e, "re-registration failed");
+                            }
                         }
-                    } else if self.aside.load(Ordering::Acquire) && listed {
                         // Stepped aside, but the deregistration did not go through.
-                        if let Err(e) = self.list_self(false).await {
-                            tracing::warn!(error = %e, "leaving the scheduler list failed");
+                        (Listing::Aside, true) => {
+                            if let Err(e) = self.list_self(false).await {
+                                tracing::warn!(error = %e, "leaving the scheduler list failed");
+                            }
                         }
+                        _ => {}
                     }
                 }
                 Err(e) => {
@@ -352,7 +373,7 @@ impl Discovery for NacosDiscovery {
     }
 
     async fn register(&self) -> anyhow::Result<()> {
-        if self.aside.load(Ordering::Acquire) {
+        if self.listing() == Listing::Aside {
             // The engine stepped aside before start-up ended: its first answer registers.
             tracing::warn!(instance = %self.me, "the database does not answer; registering once it does");
             return Ok(());
@@ -360,13 +381,18 @@ impl Discovery for NacosDiscovery {
         self.list_self(true)
             .await
             .map_err(|e| anyhow::anyhow!("registering {} in Nacos: {e}", self.me))?;
-        self.registered.store(true, Ordering::Release);
+        {
+            let mut listing = self.listing.lock().expect("listing lock");
+            if *listing == Listing::Absent {
+                *listing = Listing::Listed;
+            }
+        }
         tracing::info!(service = %self.service, instance = %self.me, "registered in Nacos");
         Ok(())
     }
 
     async fn deregister(&self) {
-        self.registered.store(false, Ordering::Release);
+        self.set_listing(Listing::Absent);
         self.stop.cancel();
         match self.list_self(false).await {
             Ok(()) => tracing::info!(instance = %self.me, "deregistered from Nacos"),
@@ -382,8 +408,11 @@ impl Discovery for NacosDiscovery {
         }
         // What the probe keeps true in Nacos: set first, so a change that fails now is made
         // again by the probe.
-        self.registered.store(listed, Ordering::Release);
-        self.aside.store(!listed, Ordering::Release);
+        self.set_listing(if listed {
+            Listing::Listed
+        } else {
+            Listing::Aside
+        });
         match self.list_self(listed).await {
             Ok(()) if listed => {
                 tracing::info!(instance = %self.me, "the database answers again; back in the scheduler list")
@@ -397,7 +426,7 @@ impl Discovery for NacosDiscovery {
         }
         // Shut down meanwhile: the deregistration may have gone out before this registration.
         if listed && self.stop.is_cancelled() {
-            self.registered.store(false, Ordering::Release);
+            self.set_listing(Listing::Absent);
             let _ = self.list_self(false).await;
         }
         true

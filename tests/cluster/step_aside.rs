@@ -47,10 +47,11 @@ async fn an_instance_cut_off_its_database_steps_aside_and_the_others_fire_its_jo
     let cut_at = Utc::now();
     proxies[0].cut();
     let others: Vec<String> = ids.iter().filter(|i| **i != victim).cloned().collect();
-    wait_for(
-        Duration::from_secs(15),
+    seen(
+        &schedulers[1],
+        &others,
+        15,
         "the others to see the cut-off instance leave",
-        || async { (schedulers[1].sees().await == others).then_some(()) },
     )
     .await;
     let left = Utc::now();
@@ -62,12 +63,7 @@ async fn an_instance_cut_off_its_database_steps_aside_and_the_others_fire_its_jo
     .await;
     proxies[0].restore();
     let healed = Utc::now();
-    wait_for(
-        Duration::from_secs(20),
-        "the instance back in the list",
-        || async { (schedulers[1].sees().await == ids).then_some(()) },
-    )
-    .await;
+    seen(&schedulers[1], &ids, 20, "the instance back in the list").await;
     let back = Utc::now();
     tokio::time::sleep(Duration::from_secs(8)).await;
     let end = Utc::now();
@@ -127,4 +123,12 @@ async fn an_instance_cut_off_its_database_steps_aside_and_the_others_fire_its_jo
          instance's instants before the takeover, called this late (ms): {late:?}; not \
          called: {missed:?}"
     );
+}
+
+/// Waits up to `within` seconds until `s` sees exactly the scheduler list `list`.
+async fn seen(s: &Scheduler, list: &[String], within: u64, what: &str) {
+    wait_for(Duration::from_secs(within), what, || async {
+        (s.sees().await == list).then_some(())
+    })
+    .await;
 }

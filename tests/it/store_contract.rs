@@ -614,6 +614,12 @@ async fn stale_rows_are_paged_by_key(backend: Backend) {
     );
 }
 
+/// The body of a job `name` firing every second under overlap policy `policy`.
+fn every_second(name: &str, policy: &str) -> serde_json::Value {
+    serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
+        "cron": "* * * * * ?", "overlapPolicy": policy})
+}
+
 async fn create(s: &std::sync::Arc<dyn store::Store>, body: serde_json::Value) -> i64 {
     let req: JobRequest = serde_json::from_value(body).unwrap();
     let spec = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap();
@@ -833,12 +839,8 @@ fn guarded(
 /// run is cancelled and returned to be stopped; a claimed fire not due yet is not a run.
 async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
     let (_db, s) = open(backend).await;
-    let body = |name: &str, policy: &str| {
-        serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
-            "cron": "* * * * * ?", "overlapPolicy": policy})
-    };
-    let skip_rev = create(&s, body("skip", "SKIP")).await;
-    create(&s, body("cover", "COVER")).await;
+    let skip_rev = create(&s, every_second("skip", "SKIP")).await;
+    create(&s, every_second("cover", "COVER")).await;
     let now = Utc.with_ymd_and_hms(2024, 5, 1, 11, 0, 0).unwrap();
     use jobflow::jobs::OverlapPolicy::{Cover, Skip};
     // The first fire of each runs; a fire claimed for a later instant is not a run.
@@ -939,7 +941,7 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
         .unwrap();
     assert_eq!(admitted, [store::Admitted::Withdrawn]);
     // A job deleted after a fire's instant: the fire was due under it, and is admitted.
-    let late_rev = create(&s, body("gone-late", "COVER")).await;
+    let late_rev = create(&s, every_second("gone-late", "COVER")).await;
     let due = claimed(&s, "gone-late", now + Duration::seconds(5)).await;
     s.delete_job("gone-late", Utc::now()).await.unwrap();
     let admitted = s
@@ -964,14 +966,10 @@ async fn guarded_fires_are_judged_under_their_job(backend: Backend) {
 async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Backend) {
     use jobflow::jobs::OverlapPolicy::{Cover, Skip};
     let (_db, s) = open(backend).await;
-    let body = |name: &str, policy: &str| {
-        serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
-            "cron": "* * * * * ?", "overlapPolicy": policy})
-    };
-    let skip_rev = create(&s, body("skip", "SKIP")).await;
-    let cover_rev = create(&s, body("cover", "COVER")).await;
-    let busy_rev = create(&s, body("busy", "SKIP")).await;
-    let edited_rev = create(&s, body("edited", "SKIP")).await;
+    let skip_rev = create(&s, every_second("skip", "SKIP")).await;
+    let cover_rev = create(&s, every_second("cover", "COVER")).await;
+    let busy_rev = create(&s, every_second("busy", "SKIP")).await;
+    let edited_rev = create(&s, every_second("edited", "SKIP")).await;
     let t0 = Utc.with_ymd_and_hms(2024, 5, 1, 13, 0, 0).unwrap();
     let ahead = t0 - store::ADMIT_AHEAD;
     let (skip, cover, edited) = (
@@ -1114,12 +1112,8 @@ async fn a_fire_judged_ahead_is_a_run_for_every_admission_after_it(backend: Back
 async fn a_cancelled_run_counts_for_its_job_until_its_stop_is_confirmed(backend: Backend) {
     use jobflow::jobs::OverlapPolicy::{Cover, Skip};
     let (_db, s) = open(backend).await;
-    let body = |name: &str, policy: &str| {
-        serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
-            "cron": "* * * * * ?", "overlapPolicy": policy})
-    };
-    create(&s, body("cover", "COVER")).await;
-    create(&s, body("skip", "SKIP")).await;
+    create(&s, every_second("cover", "COVER")).await;
+    create(&s, every_second("skip", "SKIP")).await;
     let t0 = Utc.with_ymd_and_hms(2024, 5, 1, 11, 0, 0).unwrap();
     let at = |n: i64| t0 + Duration::seconds(n);
     let traces = |runs: &[Execution]| runs.iter().map(|e| e.trace_id.clone()).collect::<Vec<_>>();
@@ -1883,12 +1877,8 @@ async fn a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole(backen
 /// without the lock leaves it.
 async fn a_jobs_lock_is_a_write_to_its_row(backend: Backend) {
     let (db, s) = open(backend).await;
-    let body = |name: &str, policy: &str| {
-        serde_json::json!({"name": name, "serviceName": "s", "handler": "h",
-            "cron": "* * * * * ?", "overlapPolicy": policy})
-    };
-    create(&s, body("parent", "ALLOW")).await;
-    create(&s, body("skip", "SKIP")).await;
+    create(&s, every_second("parent", "ALLOW")).await;
+    create(&s, every_second("skip", "SKIP")).await;
     let seq = |job: &str| {
         let db = &db;
         let sql = format!("SELECT lock_seq FROM job_definition WHERE name = '{job}'");
