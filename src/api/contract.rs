@@ -15,12 +15,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::execution_logs::{LEVELS, MAX_BATCH_LINES, MAX_LINE_CHARS};
 use super::execution_search::MAX_EXECUTOR_LEN;
 use super::executions::MAX_REPORT_MESSAGE;
-use super::extract::MAX_SAFE_INTEGER;
 use super::jobs::{MAX_FILTER_LEN, MAX_FIRE_TIMES};
 use super::{MAX_PAGE, MAX_PAGE_SIZE};
+use crate::jobs::log::{LEVELS, MAX_BATCH_LINES, MAX_LINE_CHARS, MAX_SAFE_INTEGER};
 use crate::jobs::{
     ChannelName, CronSchedule, JobName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, MAX_DESCRIPTION,
     MAX_RETRY, MAX_SERVICE_GROUP, MAX_SHARD_COUNT, MAX_TIMEOUT_SECONDS, PathSegment,

@@ -18,60 +18,17 @@ use super::AppState;
 use super::auth::{Auth, Viewer};
 use super::error::{ApiError, Problem};
 use super::executions::{authorize_report, execution_not_found};
-use super::extract::{Path, Query, RawBody, whole_number};
-use crate::store::{LogEnd, LogLine};
+use super::extract::{Path, Query, RawBody};
+use crate::jobs::log::{LogBatch, count_stored};
 
-/// At most this many lines in one shipped batch.
-pub const MAX_BATCH_LINES: usize = 1000;
-/// At most this many characters in one line.
-pub const MAX_LINE_CHARS: usize = 16 * 1024;
 /// Lines per page read, by default and at most.
 const DEFAULT_LIMIT: u32 = 200;
 const MAX_LIMIT: u32 = 1000;
 /// How long after a final execution's end a log without its executor's end is complete.
 pub const LOG_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 
-pub const LEVELS: [&str; 5] = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"];
-
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(read_log, ship_log))
-}
-
-/// A line as shipped by an executor.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShippedLine {
-    /// The line's number in its execution, from 1, in the order the handler logged it.
-    #[serde(deserialize_with = "whole_number")]
-    pub seq: i64,
-    /// When the handler logged it (RFC 3339).
-    pub at: DateTime<Utc>,
-    /// `TRACE`, `DEBUG`, `INFO`, `WARN` or `ERROR`.
-    pub level: String,
-    pub message: String,
-}
-
-/// The executor's last word on the log: every line it kept has been shipped.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ShippedEnd {
-    /// Lines kept and shipped (the last line's `seq`).
-    #[serde(deserialize_with = "whole_number")]
-    pub lines: i64,
-    /// Bytes past the executor's per-execution bound, not kept.
-    #[serde(default, deserialize_with = "whole_number")]
-    pub dropped_bytes: i64,
-}
-
-/// A batch of an execution's log, from its executor.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LogBatch {
-    /// At most 1,000 lines, of at most 16,384 characters each.
-    #[serde(default)]
-    pub lines: Vec<ShippedLine>,
-    /// With the last batch.
-    pub end: Option<ShippedEnd>,
 }
 
 /// What a batch wrote.
@@ -201,52 +158,25 @@ async fn ship_log(
 ) -> Result<axum::Json<LogAck>, ApiError> {
     authorize_report(&state, &parts, &trace_id, &body)?;
     let batch: LogBatch = super::extract::parse_json(&parts.headers, &body)?;
-    if batch.lines.len() > MAX_BATCH_LINES {
-        return Err(ApiError::field(
-            "lines",
-            format!("at most {MAX_BATCH_LINES} lines per batch"),
-        ));
-    }
-    for (i, l) in batch.lines.iter().enumerate() {
-        if l.seq < 1 {
-            return Err(ApiError::field(
-                &format!("lines[{i}].seq"),
-                "must be 1 or more",
-            ));
-        }
-        if !LEVELS.contains(&l.level.as_str()) {
-            return Err(ApiError::field(
-                &format!("lines[{i}].level"),
-                format!("must be one of {}", LEVELS.join(", ")),
-            ));
-        }
-        if l.message.chars().count() > MAX_LINE_CHARS {
-            return Err(ApiError::field(
-                &format!("lines[{i}].message"),
-                format!("must be at most {MAX_LINE_CHARS} characters"),
-            ));
-        }
-    }
-    let lines: Vec<LogLine> = batch
-        .lines
-        .into_iter()
-        .map(|l| LogLine {
-            seq: l.seq,
-            at: l.at,
-            level: l.level,
-            message: l.message,
-        })
-        .collect();
-    let end = batch.end.map(|e| LogEnd {
-        lines: e.lines,
-        dropped_bytes: e.dropped_bytes,
-        at: state.clock.now(),
-    });
-    let bytes: u64 = lines.iter().map(|l| l.message.len() as u64).sum();
-    let Some(written) = state.store.append_log(&trace_id, lines, end).await? else {
-        return Err(execution_not_found(&trace_id));
-    };
-    metrics::counter!("scheduler_execution_log_lines_total").increment(written);
-    metrics::counter!("scheduler_execution_log_bytes_total").increment(bytes);
+    let written = keep(&state, &trace_id, batch, "").await?;
     Ok(axum::Json(LogAck { written }))
+}
+
+/// Stores a batch an executor handed over for `trace_id` (pushed here, or carried in a
+/// result report), naming a field that breaks a rule under `prefix`: the lines it stored.
+pub(super) async fn keep(
+    state: &AppState,
+    trace_id: &str,
+    batch: LogBatch,
+    prefix: &str,
+) -> Result<u64, ApiError> {
+    let log = batch
+        .check(state.clock.now())
+        .map_err(|(field, why)| ApiError::field(&format!("{prefix}{field}"), why))?;
+    let bytes = log.bytes();
+    let Some(written) = state.store.append_log(trace_id, log.lines, log.end).await? else {
+        return Err(execution_not_found(trace_id));
+    };
+    count_stored(written, bytes);
+    Ok(written)
 }

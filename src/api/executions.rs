@@ -11,6 +11,7 @@ use super::error::{ApiError, Problem};
 use super::extract::{Path, Query, RawBody};
 use super::page::Page;
 use super::{AppState, PageParams};
+use crate::jobs::log::LogBatch;
 use crate::jobs::{Execution, ExecutionStatus, choose};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -276,6 +277,9 @@ pub struct ResultReport {
     /// The precise verdict (e.g. TIMEOUT when the executor stopped the handler at the job's
     /// timeout); `success` decides when absent.
     pub status: Option<ReportedStatus>,
+    /// What the handler logged and had not shipped yet, with the log's end: stored before
+    /// the result, by the rules of the log endpoint.
+    pub logs: Option<LogBatch>,
 }
 
 /// Report the result of an asynchronous (202) execution. Settles a RUNNING execution once;
@@ -309,6 +313,11 @@ async fn report_result(
             "message",
             format!("must be at most {MAX_REPORT_MESSAGE} characters"),
         ));
+    }
+    if let Some(batch) = report.logs {
+        // Stored first, and whatever the report comes to (an execution settled already
+        // still keeps its log): the executor sends these lines nowhere else.
+        super::execution_logs::keep(&state, &trace_id, batch, "logs.").await?;
     }
     Ok(axum::Json(
         state

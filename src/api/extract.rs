@@ -3,7 +3,6 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
@@ -34,32 +33,6 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         Ok(Self(Bytes::from_request(req, state).await?))
-    }
-}
-
-/// The largest whole number every JSON client reads exactly (2^53 - 1, JavaScript's
-/// `Number.MAX_SAFE_INTEGER`): the bound of the counters [`whole_number`] reads.
-pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
-
-/// Reads a JSON number that is a whole number from 0 to [`MAX_SAFE_INTEGER`] as `i64`, written
-/// `17` or `17.0`: JSON Schema's `integer` (which the OpenAPI document states) admits both,
-/// and clients in languages whose numbers are doubles write the second. Within that range a
-/// double holds every whole number exactly.
-pub fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    use serde::de::Error;
-    let n = serde_json::Number::deserialize(d)?;
-    let value = match n.as_i64() {
-        Some(i) => Some(i),
-        None => n
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER as f64)
-            .map(|f| f as i64),
-    };
-    match value {
-        Some(v) if (0..=MAX_SAFE_INTEGER).contains(&v) => Ok(v),
-        _ => Err(D::Error::custom(format!(
-            "expected a whole number from 0 to {MAX_SAFE_INTEGER}, found {n}"
-        ))),
     }
 }
 

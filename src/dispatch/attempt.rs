@@ -42,10 +42,11 @@ use super::verdict::{Outcomes, Verdict};
 use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::discovery::ExecutorInstance;
+use crate::jobs::log::{LogBatch, count_stored};
 use crate::jobs::{
     Execution, ExecutionStatus, InstanceAddr, JobDefinition, RouteStrategy, TriggerType,
 };
-use crate::store::{Applied, ExecutionStore, Follow, JobStore, Transition};
+use crate::store::{Applied, ExecutionStore, Follow, JobStore, LogStore, Transition};
 
 use ExecutionStatus::{Cancelled, Pending, Running, Timeout};
 
@@ -92,6 +93,8 @@ pub struct Attempts {
     pub clock: Clock,
     pub executions: Arc<dyn ExecutionStore>,
     pub jobs: Arc<dyn JobStore>,
+    /// Where the logs answers carry are stored.
+    pub logs: Arc<dyn LogStore>,
     pub client: ExecutorClient,
     pub admission: Arc<Admission>,
     /// Per-service concurrency caps (`[executors.limits]`).
@@ -213,7 +216,13 @@ impl Attempts {
         // was handed out: a row taken over meanwhile (this instance paused past its lease,
         // compensation called it again) is answered for by its new holder.
         let verdict = match outcome {
-            Called::Finished(verdict) => verdict.while_held(&row),
+            Called::Finished(verdict, log) => {
+                // Outside the call slots: storing the log waits for its group commit.
+                if let Some(log) = log {
+                    self.keep_log(&row.trace_id, log).await;
+                }
+                verdict.while_held(&row)
+            }
             Called::Accepted => return,
             Called::NoAnswer { instance, why } => {
                 match self.no_answer(&job, &row, instance, why, started).await {
@@ -341,15 +350,19 @@ impl Attempts {
                     status,
                     message,
                     error,
+                    log,
                 } => {
-                    return Some(Called::Finished(Verdict {
-                        status,
-                        message,
-                        error,
-                        retry_as: TriggerType::Retry,
-                        executor: Some(instance.addr.to_string()),
-                        held_by: None,
-                    }));
+                    return Some(Called::Finished(
+                        Verdict {
+                            status,
+                            message,
+                            error,
+                            retry_as: TriggerType::Retry,
+                            executor: Some(instance.addr.to_string()),
+                            held_by: None,
+                        },
+                        log,
+                    ));
                 }
                 CallOutcome::NoAnswer(why) => {
                     return Some(Called::NoAnswer {
@@ -359,10 +372,29 @@ impl Attempts {
                 }
             }
         }
-        Some(Called::Finished(Verdict::failed(excerpt(&format!(
+        let refused = format!(
             "every executor instance refused the connection: {}",
             refused.join("; ")
-        )))))
+        );
+        Some(Called::Finished(Verdict::failed(excerpt(&refused)), None))
+    }
+
+    /// Stores the log an answer carried, before its verdict: a log is whole by the time its
+    /// execution reads final. A log that breaks a rule or cannot be stored is lost, and a
+    /// warning says so; the verdict settles all the same.
+    async fn keep_log(&self, trace_id: &str, batch: LogBatch) {
+        let log = match batch.check(self.clock.now()) {
+            Ok(log) => log,
+            Err((field, why)) => {
+                return tracing::warn!(field, why, "the answer's logs break a rule; not kept");
+            }
+        };
+        let bytes = log.bytes();
+        match self.logs.append_log(trace_id, log.lines, log.end).await {
+            Ok(Some(written)) => count_stored(written, bytes),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "the answer's logs could not be stored"),
+        }
     }
 
     /// Names `executor` on the row before it is called, while the row is still open. `false`
@@ -568,7 +600,8 @@ impl Attempts {
 
 /// What a call came to.
 enum Called {
-    Finished(Verdict),
+    /// The verdict, and the rest of the handler's log when the answer carried it.
+    Finished(Verdict, Option<LogBatch>),
     /// 202: the executor reports later.
     Accepted,
     NoAnswer {

@@ -11,6 +11,7 @@ use jobflow_executor::protocol::{
 };
 
 use crate::discovery::ExecutorInstance;
+use crate::jobs::log::LogBatch;
 use crate::jobs::{Execution, ExecutionStatus, JobDefinition, percent_encoded};
 
 pub use jobflow_executor::protocol::excerpt;
@@ -34,11 +35,12 @@ pub enum CallOutcome {
     Unreachable(String),
     /// 202: the executor runs the job and reports later.
     Accepted,
-    /// The executor answered with a verdict.
+    /// The executor answered with a verdict, and perhaps with the rest of the handler's log.
     Finished {
         status: ExecutionStatus,
         message: Option<String>,
         error: Option<String>,
+        log: Option<LogBatch>,
     },
     /// No answer within the timeout: the handler may still be running.
     NoAnswer(String),
@@ -183,8 +185,9 @@ impl ExecutorClient {
         if status == reqwest::StatusCode::ACCEPTED {
             return CallOutcome::Accepted;
         }
+        let status_code = status.as_u16();
         match read_bounded(resp).await {
-            Ok(text) => match parse_job_result(status.as_u16(), &text) {
+            Ok(text) => match parse_job_result(status_code, &text) {
                 ParsedResult::Accepted => CallOutcome::Accepted,
                 ParsedResult::Finished {
                     status,
@@ -194,6 +197,7 @@ impl ExecutorClient {
                     status: execution_status(status),
                     message,
                     error,
+                    log: carried_log(status_code, &text),
                 },
             },
             Err(e) if e.is_timeout() => no_answer(),
@@ -298,6 +302,27 @@ pub fn classify_probe(code: u16, body: &str, since: DateTime<Utc>) -> Probe {
     }
 }
 
+/// The log a 2xx answer carries in its `logs` field (docs/executor-protocol.md, "Shipping
+/// logs"): the lines the handler logged that its executor had not shipped, with the log's
+/// end. An answer whose `logs` is not a log batch keeps its verdict; its lines are lost, and
+/// a warning says so.
+fn carried_log(status_code: u16, body: &str) -> Option<LogBatch> {
+    #[derive(serde::Deserialize)]
+    struct Carrier {
+        logs: Option<LogBatch>,
+    }
+    if !(200..300).contains(&status_code) || !body.contains("\"logs\"") {
+        return None;
+    }
+    match serde_json::from_str::<Carrier>(body) {
+        Ok(carrier) => carrier.logs,
+        Err(e) => {
+            tracing::warn!(error = %e, "the answer's logs are not a log batch; they are not kept");
+            None
+        }
+    }
+}
+
 fn execution_status(s: FinalStatus) -> ExecutionStatus {
     match s {
         FinalStatus::Success => ExecutionStatus::Success,
@@ -312,6 +337,7 @@ fn failed(error: String) -> CallOutcome {
         status: ExecutionStatus::Failed,
         message: None,
         error: Some(error),
+        log: None,
     }
 }
 

@@ -140,6 +140,7 @@ impl Dispatcher {
             clock,
             executions: store.clone(),
             jobs: store.clone(),
+            logs: store.clone(),
             client: ExecutorClient::configured(&settings.executor)?,
             admission: admission.clone(),
             caps,

@@ -11,6 +11,7 @@ mod calendar;
 mod document;
 mod execution;
 pub mod links;
+pub mod log;
 mod name;
 mod policies;
 mod schedule;

@@ -31,26 +31,7 @@ use super::conflict;
 use super::sql::{Db, Sql};
 use super::{MULTI_ROW, SqlStore, StoreError};
 
-/// One line a handler logged.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogLine {
-    /// Its number in the execution, from 1, in the order it was logged.
-    pub seq: i64,
-    pub at: DateTime<Utc>,
-    /// `TRACE`, `DEBUG`, `INFO`, `WARN` or `ERROR`.
-    pub level: String,
-    pub message: String,
-}
-
-/// The executor's last word on an execution's log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogEnd {
-    /// Lines it kept (and shipped).
-    pub lines: i64,
-    /// Bytes past its per-execution bound, not kept.
-    pub dropped_bytes: i64,
-    pub at: DateTime<Utc>,
-}
+pub use crate::jobs::log::{LogEnd, LogLine};
 
 /// Lines after a cursor, and the end when the executor has sent it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,31 +22,64 @@ backend_tests!(
     an_executor_killed_mid_run_keeps_what_it_had_shipped,
     lines_stored_one_to_a_row_read_back_after_the_upgrade,
     a_batch_out_of_order_stores_only_the_lines_not_held,
+    a_log_carried_in_the_answer_is_whole_once_the_execution_reads_final,
+    a_rust_handlers_log_goes_with_its_answer,
+    a_report_carries_the_rest_of_the_log_even_when_it_comes_too_late,
 );
+
+/// An app calling the executors at `addrs` (signing its calls with `secret`), a job `name`
+/// of their handler `handler` (with `fields` added) that fires only when triggered, and the
+/// trace id of one trigger.
+async fn triggered(
+    backend: Backend,
+    addrs: Vec<String>,
+    secret: Option<&'static str>,
+    job: Value,
+) -> (TestApp, String) {
+    let db = Arc::new(TestDb::create(backend).await);
+    let app = TestApp::spawn_with(db, move |s| {
+        s.executors.static_ = static_executors("svc", &addrs);
+        s.executor.signing_secret = secret.map(jobflow::config::Secret::new);
+    })
+    .await;
+    let mut body = json!({"serviceName": "svc", "cron": "0 0 0 1 1 ? 2099"});
+    body.as_object_mut()
+        .unwrap()
+        .extend(job.as_object().unwrap().clone());
+    app.create_job(&body).await;
+    let name = job["name"].as_str().unwrap();
+    let (status, fired) = app
+        .post(&format!("/api/v1/jobs/{name}/trigger"), &json!({}))
+        .await;
+    assert_eq!(status, 200, "{fired}");
+    let trace = fired[0]["traceId"].as_str().unwrap().to_string();
+    (app, trace)
+}
+
+/// The address of an SDK executor serving `router`.
+async fn serve(router: axum::Router) -> Vec<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = vec![listener.local_addr().unwrap().to_string()];
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+/// Waits until the execution reads `status`.
+async fn until_status(app: &TestApp, trace: &str, status: &str) {
+    eventually(Duration::from_secs(10), status, || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        (e["status"] == status).then_some(())
+    })
+    .await;
+}
 
 /// An app whose executor holds every call (the execution stays RUNNING until reported), and
 /// the trace id of one triggered execution.
 async fn running(backend: Backend) -> (TestApp, Recorder, String) {
     let rec = Recorder::with(|_| Reply::slow(Duration::from_secs(120))).await;
-    let db = Arc::new(TestDb::create(backend).await);
-    let addr = vec![rec.addr.clone()];
-    let app = TestApp::spawn_with(db, move |s| {
-        s.executors.static_ = static_executors("svc", &addr);
-    })
-    .await;
-    app.create_job(
-        &json!({"name": "logged", "serviceName": "svc", "handler": "h",
-        "cron": "0 0 0 1 1 ? 2099"}),
-    )
-    .await;
-    let (status, fired) = app.post("/api/v1/jobs/logged/trigger", &json!({})).await;
-    assert_eq!(status, 200, "{fired}");
-    let trace = fired[0]["traceId"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(10), "RUNNING", || async {
-        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
-        (e["status"] == "RUNNING").then_some(())
-    })
-    .await;
+    let job = json!({"name": "logged", "handler": "h"});
+    let (app, trace) = triggered(backend, vec![rec.addr.clone()], None, job).await;
+    until_status(&app, &trace, "RUNNING").await;
     (app, rec, trace)
 }
 
@@ -352,25 +385,8 @@ async fn a_rust_handlers_log_reaches_the_api_in_order_and_complete(backend: Back
             JobResult::success("done")
         })
         .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = vec![listener.local_addr().unwrap().to_string()];
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    let db = Arc::new(TestDb::create(backend).await);
-    let app = TestApp::spawn_with(db, move |s| {
-        s.executors.static_ = static_executors("svc", &addr);
-        s.executor.signing_secret = Some(jobflow::config::Secret::new(SECRET));
-    })
-    .await;
-    app.create_job(
-        &json!({"name": "sdk-logged", "serviceName": "svc", "handler": "logged",
-        "cron": "0 0 0 1 1 ? 2099"}),
-    )
-    .await;
-    let (status, fired) = app
-        .post("/api/v1/jobs/sdk-logged/trigger", &json!({}))
-        .await;
-    assert_eq!(status, 200, "{fired}");
-    let trace = fired[0]["traceId"].as_str().unwrap().to_string();
+    let job = json!({"name": "sdk-logged", "handler": "logged"});
+    let (app, trace) = triggered(backend, serve(router).await, Some(SECRET), job).await;
     let page = eventually(Duration::from_secs(20), "the whole log", || async {
         let page = read(&app, &trace, "").await;
         (page["complete"] == true).then_some(page)
@@ -573,4 +589,121 @@ async fn lines_stored_one_to_a_row_read_back_after_the_upgrade(backend: Backend)
     );
     let page = store.read_log("t-old", 1, 10).await.unwrap();
     assert_eq!(page.lines.iter().map(|l| l.seq).collect::<Vec<_>>(), [2]);
+}
+
+/// An answer may carry the rest of the log (the SDKs' way for a handler that ends within its
+/// call): it is stored before the verdict, so the execution never reads final with its log
+/// still on the way. A batch shipped while the handler ran and overlapping the carried rest
+/// writes nothing twice.
+async fn a_log_carried_in_the_answer_is_whole_once_the_execution_reads_final(backend: Backend) {
+    let answer = json!({"success": true, "message": "done", "logs": {
+        "lines": [line(2, "WARN", "order 17 skipped"), line(3, "INFO", "done")],
+        "end": {"lines": 3, "droppedBytes": 0}}});
+    let rec = Recorder::with(move |_| Reply {
+        delay: Duration::from_millis(300),
+        ..Reply::status(200, &answer.to_string())
+    })
+    .await;
+    let job = json!({"name": "carried", "handler": "h"});
+    let (app, trace) = triggered(backend, vec![rec.addr.clone()], None, job).await;
+    // Shipped while the handler ran: lines 1 and 2.
+    let (status, _) = ship(
+        &app,
+        &trace,
+        json!({"lines": [line(1, "INFO", "loading"), line(2, "WARN", "order 17 skipped")]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    until_status(&app, &trace, "SUCCESS").await;
+    let page = read(&app, &trace, "").await;
+    assert_eq!(
+        (messages(&page), &page["complete"]),
+        (
+            vec![
+                ("INFO".into(), "loading".into()),
+                ("WARN".into(), "order 17 skipped".into()),
+                ("INFO".into(), "done".into())
+            ],
+            &json!(true)
+        )
+    );
+}
+
+/// The Rust SDK carries what its handler logged in the answer: the log is complete the moment
+/// the execution reads final (a last batch shipped on its own would come up to a second
+/// later).
+async fn a_rust_handlers_log_goes_with_its_answer(backend: Backend) {
+    use jobflow_executor::{JobContext, JobExecutor, JobResult, logs};
+    let router = JobExecutor::without_signatures()
+        .handler("logged", |_: JobContext| async move {
+            logs::log(tracing::Level::INFO, "loading");
+            logs::log(tracing::Level::ERROR, "order 42 failed");
+            JobResult::failure("one order failed")
+        })
+        .router();
+    let job = json!({"name": "sdk-carried", "handler": "logged", "maxRetry": 0});
+    let (app, trace) = triggered(backend, serve(router).await, None, job).await;
+    let page = eventually(Duration::from_secs(10), "FAILED", || async {
+        let (_, e) = app.get(&format!("/api/v1/jobs/executions/{trace}")).await;
+        // Read right after the final status was seen.
+        if e["status"] == "FAILED" {
+            Some(read(&app, &trace, "").await)
+        } else {
+            None
+        }
+    })
+    .await;
+    assert_eq!(
+        (messages(&page), &page["complete"]),
+        (
+            vec![
+                ("INFO".into(), "loading".into()),
+                ("ERROR".into(), "order 42 failed".into())
+            ],
+            &json!(true)
+        )
+    );
+}
+
+/// A background run's report carries the rest of its log: stored first, even when the report
+/// itself comes too late (the execution was cancelled meanwhile, answered 409); a carried log
+/// that breaks a rule fails the report with 400 naming the field under `logs`.
+async fn a_report_carries_the_rest_of_the_log_even_when_it_comes_too_late(backend: Backend) {
+    let (app, _rec, trace) = running(backend).await;
+    let result = format!("/api/v1/jobs/executions/{trace}/result");
+    let (status, body) = app
+        .post(
+            &result,
+            &json!({"success": true, "logs": {"lines": [line(1, "NOTICE", "x")]}}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("logs.lines[0].level"), "{body}");
+    let (status, _) = app
+        .post(
+            &format!("/api/v1/jobs/executions/{trace}/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, body) = app
+        .post(
+            &result,
+            &json!({"success": false, "status": "CANCELLED", "logs": {
+                "lines": [line(1, "INFO", "loading"), line(2, "WARN", "stopped")],
+                "end": {"lines": 2}}}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    let page = read(&app, &trace, "").await;
+    assert_eq!(
+        (messages(&page), &page["complete"]),
+        (
+            vec![
+                ("INFO".into(), "loading".into()),
+                ("WARN".into(), "stopped".into())
+            ],
+            &json!(true)
+        )
+    );
 }

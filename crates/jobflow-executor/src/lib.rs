@@ -182,6 +182,8 @@ pub struct JobExecutor {
     http: reqwest::Client,
     /// Bytes of log messages each execution keeps ([`logs`]); 0 captures nothing.
     log_bound: usize,
+    /// Logs carried in answers lately, for repeated calls.
+    carried: Arc<std::sync::Mutex<logs::CarriedMemory>>,
 }
 
 impl JobExecutor {
@@ -210,6 +212,7 @@ impl JobExecutor {
                 .build()
                 .expect("HTTP client"),
             log_bound: logs::DEFAULT_BOUND,
+            carried: Arc::default(),
         }
     }
 

@@ -8,12 +8,15 @@
 //! of messages; what comes beyond is counted, and a last line says how much was dropped.
 //!
 //! Ship: a task per execution sends what was logged every [`SHIP_EVERY`] while the handler
-//! runs, and the rest with the log's end once it has finished (nothing at all for a handler
-//! that logged nothing), one batch at a time and in
-//! order, each line numbered so a batch sent again after a lost answer is stored once. A
-//! failed batch is sent again with a doubling wait (at most [`RETRY_AT_MOST`]), for up to
-//! [`GIVE_UP_AFTER`] after the handler's end; then the log is dropped. Nothing here waits on
-//! the handler's path: logging appends to a buffer under a short lock.
+//! runs, one batch at a time and in order, each line numbered so a batch sent again after a
+//! lost answer is stored once. When the handler has finished, the rest goes with the result
+//! ([`Capture::take_rest`]): in the answer to the call, or in the result report, which the
+//! executor sends anyway, so a handler that logs a few lines costs no request of its own.
+//! Only a rest past [`CARRY_BYTES`] is shipped on its own, with the log's end, a share of a
+//! second later. Nothing is sent for a handler that logged nothing. A failed batch is sent
+//! again with a doubling wait (at most [`RETRY_AT_MOST`]), for up to [`GIVE_UP_AFTER`] after
+//! the handler's end; then the log is dropped. Nothing here waits on the handler's path:
+//! logging appends to a buffer under a short lock.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -42,6 +45,10 @@ const LINE_CHARS: usize = 16 * 1024;
 pub const RETRY_AT_MOST: Duration = Duration::from_secs(30);
 /// How long after the handler's end a log that cannot be shipped is kept trying.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
+/// The most serialised lines a result carries: the scheduler reads 64 KiB of an answer.
+pub const CARRY_BYTES: usize = 32 * 1024;
+/// Bytes of carried logs remembered for repeated calls (see [`Carried`]).
+pub const CARRIED_MEMORY: usize = 8 * 1024 * 1024;
 
 tokio::task_local! {
     static CURRENT: Arc<Capture>;
@@ -65,6 +72,8 @@ struct Buffer {
     kept_bytes: usize,
     dropped_bytes: usize,
     ended: bool,
+    /// The rest went with the result: the shipper stops.
+    carried: bool,
 }
 
 /// One execution's log: appended to by the handler, drained by its shipper.
@@ -151,6 +160,43 @@ impl Capture {
         (lines, end)
     }
 
+    /// The rest of an ended log, to go with the result: every line not yet taken by the
+    /// scheduler, and the end. `None` when it is more than `most` bytes serialised (the
+    /// shipper sends it then) or when nothing was logged at all (nothing is sent). Once taken,
+    /// the shipper stops: a batch it has in flight may overlap the rest, and the scheduler
+    /// stores each line once.
+    pub fn take_rest(&self, most: usize) -> Option<Carried> {
+        let mut b = self.buffer.lock().expect("log lock");
+        if !b.ended || b.carried {
+            return None;
+        }
+        if b.seq == 0 {
+            b.carried = true;
+            return None;
+        }
+        if b.pending.len() > BATCH_LINES {
+            return None;
+        }
+        let lines: Vec<Line> = b.pending.iter().cloned().collect();
+        let bytes = serde_json::to_vec(&lines).expect("lines serialise").len();
+        if bytes > most {
+            return None;
+        }
+        b.carried = true;
+        let end = End {
+            lines: b.seq,
+            dropped_bytes: b.dropped_bytes as i64,
+        };
+        b.pending.clear();
+        drop(b);
+        self.wake.notify_one();
+        Some(Carried(Arc::new(OwnedBatch { lines, end, bytes })))
+    }
+
+    fn carried(&self) -> bool {
+        self.buffer.lock().expect("log lock").carried
+    }
+
     /// Forgets the lines the scheduler has taken.
     fn shipped(&self, through: i64) {
         let mut b = self.buffer.lock().expect("log lock");
@@ -176,6 +222,76 @@ struct Batch<'a> {
     lines: &'a [Line],
     #[serde(skip_serializing_if = "Option::is_none")]
     end: Option<End>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct OwnedBatch {
+    lines: Vec<Line>,
+    end: End,
+    #[serde(skip)]
+    bytes: usize,
+}
+
+/// The rest of a log, carried in a result's `logs` field (docs/executor-protocol.md,
+/// "Shipping logs").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Carried(Arc<OwnedBatch>);
+
+impl Serialize for Carried {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+/// The logs carried lately, by trace id, within [`CARRIED_MEMORY`] bytes, oldest forgotten
+/// first: a scheduler that took an answer and stopped before storing it calls again, and
+/// the repeated call's answer carries the log again.
+#[derive(Debug)]
+pub(crate) struct CarriedMemory {
+    by_trace: std::collections::HashMap<String, Carried>,
+    order: VecDeque<String>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl Default for CarriedMemory {
+    fn default() -> Self {
+        Self::within(CARRIED_MEMORY)
+    }
+}
+
+impl CarriedMemory {
+    fn within(budget: usize) -> Self {
+        Self {
+            by_trace: std::collections::HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+            budget,
+        }
+    }
+
+    pub(crate) fn keep(&mut self, trace_id: &str, log: &Carried) {
+        if self
+            .by_trace
+            .insert(trace_id.to_string(), log.clone())
+            .is_none()
+        {
+            self.order.push_back(trace_id.to_string());
+            self.bytes += log.0.bytes;
+        }
+        while self.bytes > self.budget {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = self.by_trace.remove(&old) {
+                self.bytes -= gone.0.bytes;
+            }
+        }
+    }
+
+    pub(crate) fn get(&self, trace_id: &str) -> Option<Carried> {
+        self.by_trace.get(trace_id).cloned()
+    }
 }
 
 fn level_name(level: Level) -> &'static str {
@@ -280,6 +396,9 @@ pub(crate) async fn ship(
     let mut ended_at: Option<tokio::time::Instant> = None;
     let mut spread = false;
     loop {
+        if capture.carried() {
+            return;
+        }
         if ended_at.is_none() && capture.ended() {
             ended_at = Some(tokio::time::Instant::now());
         }
@@ -465,6 +584,69 @@ mod tests {
             Duration::from_millis(618)
         );
         assert_eq!(spread_of("a"), Duration::from_millis(996));
+    }
+
+    #[test]
+    fn the_rest_of_an_ended_log_goes_with_the_result_once_and_the_shipper_stops() {
+        let capture = Capture::new(DEFAULT_BOUND);
+        capture.push(Level::INFO, "loading".into());
+        assert_eq!(capture.take_rest(CARRY_BYTES), None, "not ended yet");
+        capture.push(Level::WARN, "order 17 skipped".into());
+        capture.shipped(1);
+        capture.push(Level::INFO, "done".into());
+        capture.end();
+        let rest = capture.take_rest(CARRY_BYTES).expect("the rest");
+        let json = serde_json::to_value(&rest).unwrap();
+        assert_eq!(
+            json["end"],
+            serde_json::json!({"lines": 3, "droppedBytes": 0})
+        );
+        let seqs: Vec<i64> = rest.0.lines.iter().map(|l| l.seq).collect();
+        assert_eq!(seqs, [2, 3]);
+        assert_eq!(json["lines"][0]["message"], "order 17 skipped");
+        assert!(capture.carried());
+        assert_eq!(capture.take_rest(CARRY_BYTES), None, "taken once");
+        assert_eq!(capture.next_batch().0, Vec::<Line>::new());
+    }
+
+    #[test]
+    fn a_rest_past_the_carry_bound_is_left_to_the_shipper_with_the_end() {
+        let capture = Capture::new(DEFAULT_BOUND);
+        for _ in 0..3 {
+            capture.push(Level::INFO, "x".repeat(LINE_CHARS));
+        }
+        capture.end();
+        assert_eq!(capture.take_rest(CARRY_BYTES), None);
+        assert!(!capture.carried());
+        let (lines, end) = capture.next_batch();
+        assert_eq!((lines.len(), end.map(|e| e.lines)), (3, Some(3)));
+    }
+
+    #[test]
+    fn a_handler_that_logged_nothing_carries_nothing_and_ships_nothing() {
+        let capture = Capture::new(DEFAULT_BOUND);
+        capture.end();
+        assert_eq!(capture.take_rest(CARRY_BYTES), None);
+        assert!(capture.carried());
+    }
+
+    #[test]
+    fn carried_logs_are_remembered_within_their_bytes_oldest_forgotten_first() {
+        let carried = |n: usize| {
+            let capture = Capture::new(DEFAULT_BOUND);
+            capture.push(Level::INFO, "x".repeat(n));
+            capture.end();
+            capture.take_rest(usize::MAX).unwrap()
+        };
+        let mut memory = CarriedMemory::within(2000);
+        let big = carried(900);
+        memory.keep("a", &big);
+        memory.keep("b", &big);
+        assert!(memory.get("a").is_some());
+        memory.keep("c", &carried(10));
+        assert_eq!(memory.get("a"), None);
+        assert_eq!(memory.get("b"), Some(big));
+        assert!(memory.get("c").is_some());
     }
 
     #[test]

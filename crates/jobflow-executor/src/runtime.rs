@@ -26,6 +26,21 @@ fn reply(status: StatusCode, result: JobResult) -> Response {
     (status, axum::Json(result)).into_response()
 }
 
+/// A result with the rest of its execution's log (docs/executor-protocol.md, "Shipping
+/// logs"): the answer to a call, or a result report.
+#[derive(serde::Serialize)]
+struct WithLog<'a> {
+    #[serde(flatten)]
+    result: &'a JobResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logs: Option<&'a logs::Carried>,
+}
+
+fn answer(result: &JobResult, log: Option<&logs::Carried>) -> Response {
+    let body = WithLog { result, logs: log };
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
 impl JobExecutor {
     /// Checks the signature of a request whose canonical trace id is `trace_id`.
     fn check_signature(
@@ -81,9 +96,16 @@ impl JobExecutor {
         )
     }
 
-    /// Posts a result to the scheduler, signed, retrying a few times.
-    async fn report(&self, url: &str, trace_id: &str, result: &JobResult) {
-        let body = serde_json::to_vec(result).expect("result serialises");
+    /// Posts a result (with the rest of its log) to the scheduler, signed, retrying a few
+    /// times.
+    async fn report(
+        &self,
+        url: &str,
+        trace_id: &str,
+        result: &JobResult,
+        log: Option<&logs::Carried>,
+    ) {
+        let body = serde_json::to_vec(&WithLog { result, logs: log }).expect("result serialises");
         let Ok(parsed) = reqwest::Url::parse(url) else {
             return tracing::warn!(url, "report URL is not a URL");
         };
@@ -175,13 +197,20 @@ pub(crate) async fn execute(
         }
         Admission::Finished(result) => {
             tracing::info!(trace_id = %request.trace_id, "repeated call after the end: the remembered result");
-            return reply(StatusCode::OK, result);
+            let carried = ex
+                .carried
+                .lock()
+                .expect("carried lock")
+                .get(&request.trace_id);
+            return answer(&result, carried.as_ref());
         }
     };
     let background = registered.background;
     let (answer_tx, answer_rx) = oneshot::channel();
     let capture = logs::Capture::new(ex.log_bound);
-    if let Some(url) = logs::log_url(&request.report_url).filter(|_| ex.log_bound > 0) {
+    let log_url = logs::log_url(&request.report_url).filter(|_| ex.log_bound > 0);
+    let ships = log_url.is_some();
+    if let Some(url) = log_url {
         tokio::spawn(logs::ship(
             ex.http.clone(),
             ex.secret.as_ref().map(|s| s.to_vec()),
@@ -198,6 +227,7 @@ pub(crate) async fn execute(
         cancel,
         done,
         caller: (!background).then_some(answer_tx),
+        ships,
     };
     tokio::spawn(run.supervise());
     if background {
@@ -205,7 +235,7 @@ pub(crate) async fn execute(
     }
     // If the scheduler goes away, this future is dropped; the run goes on and reports.
     match answer_rx.await {
-        Ok(result) => reply(StatusCode::OK, result),
+        Ok((result, log)) => answer(&result, log.as_ref()),
         Err(_) => reply(
             StatusCode::INTERNAL_SERVER_ERROR,
             JobResult::failure("the execution ended without a result"),
@@ -222,8 +252,10 @@ struct Run {
     ctx: JobContext,
     cancel: oneshot::Receiver<()>,
     done: watch::Sender<bool>,
-    /// The synchronous caller waiting for the answer.
-    caller: Option<oneshot::Sender<JobResult>>,
+    /// The synchronous caller waiting for the answer, and the rest of the log.
+    caller: Option<oneshot::Sender<(JobResult, Option<logs::Carried>)>>,
+    /// Whether the log is shipped (the call named where): its rest then goes with the result.
+    ships: bool,
 }
 
 impl Run {
@@ -236,6 +268,7 @@ impl Run {
             cancel,
             done,
             caller,
+            ships,
         } = self;
         let span = tracing::info_span!("job", trace_id = %ctx.trace_id, job = %ctx.job_name, execution_id = %ctx.execution_id);
         let trace_id = ctx.trace_id.clone();
@@ -269,15 +302,26 @@ impl Run {
         let _ = done.send(true);
         let result = recorded.result;
         span.in_scope(|| tracing::info!(status = result.final_status().as_str(), "job finished"));
+        // The rest of the log goes with the result, and is remembered a while for a repeated
+        // call (a scheduler that stopped before storing the answer calls again).
+        let log = ships
+            .then(|| capture.take_rest(logs::CARRY_BYTES))
+            .flatten();
+        if let Some(log) = &log {
+            ex.carried
+                .lock()
+                .expect("carried lock")
+                .keep(&trace_id, log);
+        }
         let mut report = recorded.report_requested;
         if let Some(caller) = caller
-            && caller.send(result.clone()).is_err()
+            && caller.send((result.clone(), log.clone())).is_err()
         {
             span.in_scope(|| tracing::warn!("the caller went away; reporting the result"));
             report = true;
         }
         if report {
-            ex.report(&recorded.report_url, &trace_id, &result)
+            ex.report(&recorded.report_url, &trace_id, &result, log.as_ref())
                 .instrument(span)
                 .await;
         }
