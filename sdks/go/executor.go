@@ -111,6 +111,7 @@ type Executor struct {
 	httpClient *http.Client
 	logger     *log.Logger
 	logBound   int
+	carried    *carriedLogs
 
 	mu              sync.Mutex
 	entries         map[string]*entry
@@ -150,7 +151,7 @@ func New(secret string, opts ...Option) *Executor {
 		stopWait: 10 * time.Second, attempts: 8, keepLeast: KeepFinished, keepFor: KeepFinishedFor,
 		keepMost: KeepFinishedAtMost, httpClient: &http.Client{Timeout: 10 * time.Second},
 		logger: log.Default(), entries: map[string]*entry{}, rememberedSince: now,
-		logBound: DefaultLogBound,
+		logBound: DefaultLogBound, carried: newCarriedLogs(carriedMemory),
 	}
 	if secret != "" {
 		e.secret = []byte(secret)
@@ -292,7 +293,7 @@ func (e *Executor) call(caller context.Context, name, path string, h http.Header
 	if known := e.entries[c.TraceID]; known != nil {
 		defer e.mu.Unlock()
 		if known.result != nil {
-			return http.StatusOK, *known.result
+			return http.StatusOK, e.withLog(c.TraceID, *known.result)
 		}
 		// Repeated while the first run goes on: its result goes to the latest caller.
 		known.reportURL, known.reportWhenDone = c.ReportURL, true
@@ -323,7 +324,7 @@ func (e *Executor) call(caller context.Context, name, path string, h http.Header
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if en.result != nil {
-		return http.StatusOK, *en.result
+		return http.StatusOK, e.withLog(c.TraceID, *en.result)
 	}
 	// Still running: too slow to stop (the scheduler waits for the report), or the caller hung
 	// up (nobody reads the answer; the result is reported).
@@ -375,6 +376,16 @@ func (e *Executor) supervise(ctx *Context, reg registered, en *entry) {
 	}
 	if ctx.log != nil {
 		ctx.log.end()
+		// The rest of the log goes with the result, and is remembered a while for a repeated
+		// call (a scheduler that stopped before storing the answer calls again).
+		e.mu.Lock()
+		ships := logURL(en.reportURL) != ""
+		e.mu.Unlock()
+		if ships {
+			if rest := ctx.log.takeRest(carryBytes); rest != nil {
+				e.carried.keep(ctx.TraceID, rest)
+			}
+		}
 	}
 	e.mu.Lock()
 	e.finishLocked(ctx.TraceID, en, result)
@@ -429,7 +440,7 @@ func (e *Executor) Report(reportURL, traceID string, result Result) bool {
 	if reportURL == "" {
 		return false
 	}
-	body, _ := json.Marshal(result)
+	body, _ := json.Marshal(e.withLog(traceID, result))
 	for attempt := 0; attempt < e.attempts; attempt++ {
 		if status := e.postSigned(reportURL, traceID, body); status > 0 && status < 500 {
 			if status != 200 && status != 409 {
@@ -445,6 +456,11 @@ func (e *Executor) Report(reportURL, traceID string, result Result) bool {
 	}
 	e.logger.Printf("jobflow executor: report of %s not delivered after %d attempts", traceID, e.attempts)
 	return false
+}
+
+// withLog is result with the rest of traceID's log when it carries one.
+func (e *Executor) withLog(traceID string, result Result) withLog {
+	return withLog{result, e.carried.get(traceID)}
 }
 
 // postSigned POSTs body to target for traceID, signed when the executor has a secret; the

@@ -7,10 +7,13 @@ package executor
 // *log.Logger whose lines are INFO. Each execution keeps at most its bound (1 MiB by default,
 // WithLogBound) of messages; what comes beyond is counted, and a last line says how much was
 // dropped. A goroutine per execution ships what was logged every second while the handler
-// runs and the rest with the log's end once it has finished, in order, each line numbered so
-// a batch sent again after a lost answer is stored once; a failed batch is sent again with a
-// growing wait, for up to ten minutes after the end. A handler that logged nothing sends
-// nothing. Logging appends to a buffer under a short lock: a handler never waits for its log.
+// runs, in order, each line numbered so a batch sent again after a lost answer is stored
+// once. When the handler has finished, the rest goes with the result (takeRest): in the
+// answer to the call or in the result report, which the executor sends anyway, so a handler
+// that logs a few lines costs no request of its own. Only a rest past carryBytes is shipped
+// on its own, with the log's end. A failed batch is sent again with a growing wait, for up to
+// ten minutes after the end. A handler that logged nothing sends nothing. Logging appends to
+// a buffer under a short lock: a handler never waits for its log.
 
 import (
 	"encoding/json"
@@ -43,6 +46,11 @@ const (
 	// 1 MiB, and one line (16,384 characters, escaped) always fits.
 	batchBytes = 512 * 1024
 	lineChars  = 16 * 1024
+	// carryBytes bounds the serialised lines a result carries: the scheduler reads 64 KiB of
+	// an answer.
+	carryBytes = 32 * 1024
+	// carriedMemory bounds the carried logs remembered for repeated calls.
+	carriedMemory = 8 * 1024 * 1024
 )
 
 // WithLogBound sets how many bytes of log messages each execution keeps and ships (0: none).
@@ -69,7 +77,93 @@ type capture struct {
 	kept    int
 	dropped int
 	ended   bool
+	carried bool // the rest went with the result: the shipper stops
 	wake    chan struct{}
+}
+
+// carriedLog is the rest of a log, carried in a result's logs field.
+type carriedLog struct {
+	Lines []logLine `json:"lines"`
+	End   logEnd    `json:"end"`
+	bytes int
+}
+
+// takeRest is the rest of an ended log, to go with the result: every line not yet taken by
+// the scheduler, and the end. Nil when it is more than most bytes serialised (the shipper
+// sends it then) or when nothing was logged (nothing is sent). Once taken, the shipper stops;
+// a batch it has in flight may overlap the rest, and the scheduler stores each line once.
+func (c *capture) takeRest(most int) *carriedLog {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ended || c.carried {
+		return nil
+	}
+	if c.seq == 0 {
+		c.carried = true
+		return nil
+	}
+	if len(c.pending) > batchLines {
+		return nil
+	}
+	b, _ := json.Marshal(c.pending)
+	if len(b) > most {
+		return nil
+	}
+	rest := &carriedLog{Lines: append([]logLine(nil), c.pending...),
+		End: logEnd{Lines: c.seq, DroppedBytes: int64(c.dropped)}, bytes: len(b)}
+	c.carried = true
+	c.pending = nil
+	return rest
+}
+
+func (c *capture) isCarried() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.carried
+}
+
+// carriedLogs remembers the logs carried lately, by trace id, within a byte budget, oldest
+// forgotten first: a scheduler that took an answer and stopped before storing it calls again,
+// and the repeated call's answer carries the log again.
+type carriedLogs struct {
+	mu     sync.Mutex
+	budget int
+	bytes  int
+	logs   map[string]*carriedLog
+	order  []string
+}
+
+func newCarriedLogs(budget int) *carriedLogs {
+	return &carriedLogs{budget: budget, logs: map[string]*carriedLog{}}
+}
+
+func (m *carriedLogs) keep(traceID string, rest *carriedLog) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.logs[traceID]; ok {
+		return
+	}
+	m.logs[traceID] = rest
+	m.order = append(m.order, traceID)
+	m.bytes += rest.bytes
+	for m.bytes > m.budget && len(m.order) > 0 {
+		old := m.order[0]
+		m.order = m.order[1:]
+		m.bytes -= m.logs[old].bytes
+		delete(m.logs, old)
+	}
+}
+
+func (m *carriedLogs) get(traceID string) *carriedLog {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.logs[traceID]
+}
+
+// withLog is a result as sent: with the rest of its execution's log when it carries one.
+type withLog struct {
+	Result
+	Logs *carriedLog `json:"logs,omitempty"`
 }
 
 func newCapture(bound int) *capture {
@@ -184,6 +278,9 @@ func (e *Executor) shipLog(target, traceID string, c *capture) {
 	var endedAt time.Time
 	spread := false
 	for {
+		if c.isCarried() {
+			return
+		}
 		lines, end, ended := c.next()
 		if ended && endedAt.IsZero() {
 			endedAt = time.Now()

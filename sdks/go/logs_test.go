@@ -56,7 +56,7 @@ func (s *logScheduler) ended() bool {
 	return len(s.batches) > 0 && s.batches[len(s.batches)-1].End != nil
 }
 
-func TestWhatAHandlerLogsReachesTheSchedulerInOrderSignedWithTheEnd(t *testing.T) {
+func TestWhatAHandlerLogsGoesWithTheAnswerInOrderWithTheEnd(t *testing.T) {
 	s := newLogScheduler(t)
 	ex := New(secret, quiet())
 	ex.Handle("work", func(ctx *Context) (string, error) {
@@ -65,8 +65,47 @@ func TestWhatAHandlerLogsReachesTheSchedulerInOrderSignedWithTheEnd(t *testing.T
 		ctx.Log(Error, "order 42 failed")
 		return "done", nil
 	})
-	rec := signed(ex, "POST", "/internal/job/work", "l1", callBody("l1", 30, map[string]interface{}{"reportUrl": s.report("l1")}))
+	body := callBody("l1", 30, map[string]interface{}{"reportUrl": s.report("l1")})
+	rec := signed(ex, "POST", "/internal/job/work", "l1", body)
 	if rec.Code != 200 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	var answer struct {
+		Success bool     `json:"success"`
+		Logs    logBatch `json:"logs"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range answer.Logs.Lines {
+		got = append(got, strings.Join([]string{l.Level, l.Message}, " "))
+	}
+	want := []string{"INFO loading 300 orders", "INFO order 17 skipped", "ERROR order 42 failed"}
+	if !answer.Success || strings.Join(got, "|") != strings.Join(want, "|") || answer.Logs.End == nil || *answer.Logs.End != (logEnd{3, 0}) {
+		t.Fatalf("answer %s", rec.Body)
+	}
+	// A repeated call after the end carries the log again; nothing went on its own.
+	again := signed(ex, "POST", "/internal/job/work", "l1", body)
+	time.Sleep(1500 * time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if again.Body.String() != rec.Body.String() || len(s.batches) != 0 {
+		t.Fatalf("again %s, batches %d", again.Body, len(s.batches))
+	}
+}
+
+func TestARestPastTheCarryBoundIsShippedOnItsOwnSignedWithTheEnd(t *testing.T) {
+	s := newLogScheduler(t)
+	ex := New(secret, quiet())
+	ex.Handle("work", func(ctx *Context) (string, error) {
+		for i := 0; i < 3; i++ {
+			ctx.Log(Info, "%s", strings.Repeat("x", lineChars))
+		}
+		return "done", nil
+	})
+	rec := signed(ex, "POST", "/internal/job/work", "v1", callBody("v1", 30, map[string]interface{}{"reportUrl": s.report("v1")}))
+	if rec.Code != 200 || strings.Contains(rec.Body.String(), "logs") {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -78,15 +117,12 @@ func TestWhatAHandlerLogsReachesTheSchedulerInOrderSignedWithTheEnd(t *testing.T
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var got []string
+	lines := 0
 	for _, b := range s.batches {
-		for _, l := range b.Lines {
-			got = append(got, strings.Join([]string{l.Level, l.Message}, " "))
-		}
+		lines += len(b.Lines)
 	}
-	want := []string{"INFO loading 300 orders", "INFO order 17 skipped", "ERROR order 42 failed"}
-	if strings.Join(got, "|") != strings.Join(want, "|") || *s.batches[len(s.batches)-1].End != (logEnd{3, 0}) || !s.signed {
-		t.Fatalf("got %v end %+v signed %v", got, s.batches[len(s.batches)-1].End, s.signed)
+	if lines != 3 || *s.batches[len(s.batches)-1].End != (logEnd{3, 0}) || !s.signed {
+		t.Fatalf("lines %d end %+v signed %v", lines, s.batches[len(s.batches)-1].End, s.signed)
 	}
 }
 

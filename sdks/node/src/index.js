@@ -12,7 +12,7 @@
 // 202 to a waiting call) until it settles, so the scheduler never runs a retry beside it.
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { Capture, DEFAULT_LOG_BOUND, logUrl, ship } from './logs.js';
+import { Capture, CarriedMemory, DEFAULT_LOG_BOUND, logUrl, ship } from './logs.js';
 
 export const MAX_SKEW_SECONDS = 300;
 export const KEEP_FINISHED = 10_000;
@@ -171,6 +171,7 @@ export class JobExecutor {
     this.reportAttempts = reportAttempts;
     this.log = log;
     this.logBound = logBound;
+    this.carried = new CarriedMemory();
     this.handlers = new Map();
   }
 
@@ -275,7 +276,7 @@ export class JobExecutor {
     if (!registered) return [404, { success: false, message: `no handler ${name}` }];
     const known = this.ledger.entries.get(ctx.traceId);
     if (known) {
-      if (known.result) return [200, known.result.toJSON()];
+      if (known.result) return [200, this.#withLog(ctx.traceId, known.result)];
       // Repeated while the first run goes on: its result goes to the latest caller.
       known.reportUrl = ctx.reportUrl;
       known.reportWhenDone = true;
@@ -296,7 +297,7 @@ export class JobExecutor {
     this.#supervise(ctx, registered, entry).catch((e) => this.log.error?.('jobflow executor: supervision failed', e));
     if (registered.background) return [202, { success: true, message: 'accepted' }];
     await Promise.race([entry.finishedPromise, entry.stuckPromise, callerGone]);
-    if (entry.result) return [200, entry.result.toJSON()];
+    if (entry.result) return [200, this.#withLog(ctx.traceId, entry.result)];
     // Still running: too slow to stop (the scheduler waits for the report), or the caller hung
     // up (nobody reads the answer; the result is reported).
     entry.reportWhenDone = true;
@@ -337,6 +338,12 @@ export class JobExecutor {
       result = entry.stopReason;
     }
     entry.capture?.end();
+    // The rest of the log goes with the result, and is remembered a while for a repeated call
+    // (a scheduler that stopped before storing the answer calls again).
+    if (entry.capture && logUrl(entry.reportUrl)) {
+      const rest = entry.capture.takeRest();
+      if (rest) this.carried.keep(ctx.traceId, rest);
+    }
     this.ledger.finish(ctx.traceId, result, Date.now());
     if (entry.reportWhenDone) await this.report(entry.reportUrl, ctx.traceId, result);
   }
@@ -358,11 +365,20 @@ export class JobExecutor {
     }
   }
 
-  /** POSTs `result` to `url`, signed; retried with backoff on no answer or a 5xx, stopped at
-   * any other answer. True when the scheduler took it (200) or had it settled (409). */
+  /** `result` as sent, with the rest of its execution's log when it carries one. */
+  #withLog(traceId, result) {
+    const out = result.toJSON();
+    const rest = this.carried.get(traceId);
+    if (rest) out.logs = rest;
+    return out;
+  }
+
+  /** POSTs `result` (with the rest of its log) to `url`, signed; retried with backoff on no
+   * answer or a 5xx, stopped at any other answer. True when the scheduler took it (200) or had
+   * it settled (409). */
   async report(url, traceId, result) {
     if (!url) return false;
-    const body = Buffer.from(JSON.stringify(result));
+    const body = Buffer.from(JSON.stringify(this.#withLog(traceId, result)));
     for (let attempt = 0; attempt < this.reportAttempts; attempt++) {
       const status = await this.#post(url, traceId, body);
       if (status !== null && status < 500) {

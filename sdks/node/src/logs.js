@@ -4,11 +4,14 @@
 // A handler logs through its context: ctx.log(message, level = 'INFO'). Each execution keeps
 // at most its bound (1 MiB by default, the executor's `logBound`) of messages; what comes
 // beyond is counted, and a last line says how much was dropped. What was logged goes to the
-// scheduler every second while the handler runs and the rest with the log's end once it has
-// finished, in order, each line numbered so a batch sent again after a lost answer is stored
-// once; a failed batch is sent again with a growing wait, for up to ten minutes after the end.
-// A handler that logged nothing sends nothing. Logging appends to an array: a handler never
-// waits for its log, and the shipping timers never keep the process alive.
+// scheduler every second while the handler runs, in order, each line numbered so a batch sent
+// again after a lost answer is stored once. When the handler has finished, the rest goes with
+// the result (`takeRest`): in the answer to the call or in the result report, which the
+// executor sends anyway, so a handler that logs a few lines costs no request of its own. Only
+// a rest past CARRY_BYTES is shipped on its own, with the log's end. A failed batch is sent
+// again with a growing wait, for up to ten minutes after the end. A handler that logged
+// nothing sends nothing. Logging appends to an array: a handler never waits for its log, and
+// the shipping timers never keep the process alive.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -21,6 +24,10 @@ const BATCH_LINES = 500;
 // line (16,384 characters, escaped) always fits.
 const BATCH_BYTES = 512 * 1024;
 const LINE_CHARS = 16 * 1024;
+// The most serialised lines a result carries: the scheduler reads 64 KiB of an answer.
+export const CARRY_BYTES = 32 * 1024;
+// Bytes of carried logs remembered for repeated calls (see CarriedMemory).
+const CARRIED_MEMORY = 8 * 1024 * 1024;
 const LEVELS = new Set(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']);
 
 /** One execution's log: appended to by the handler, drained by its shipper. */
@@ -32,6 +39,8 @@ export class Capture {
     this.kept = 0;
     this.dropped = 0;
     this.ended = false;
+    // The rest went with the result: the shipper stops.
+    this.carried = false;
     this.wake = null;
   }
 
@@ -74,6 +83,28 @@ export class Capture {
     return { lines, end };
   }
 
+  /**
+   * The rest of an ended log, to go with the result as its `logs`: every line not yet taken by
+   * the scheduler, and the end. Null when it is more than `most` bytes serialised (the shipper
+   * sends it then) or when nothing was logged (nothing is sent). Once taken, the shipper stops;
+   * a batch it has in flight may overlap the rest, and the scheduler stores each line once.
+   */
+  takeRest(most = CARRY_BYTES) {
+    if (!this.ended || this.carried) return null;
+    if (this.seq === 0) {
+      this.carried = true;
+      return null;
+    }
+    if (this.pending.length > BATCH_LINES) return null;
+    const bytes = Buffer.byteLength(JSON.stringify(this.pending));
+    if (bytes > most) return null;
+    const rest = { lines: this.pending, end: { lines: this.seq, droppedBytes: this.dropped } };
+    this.carried = true;
+    this.pending = [];
+    this.wake?.();
+    return rest;
+  }
+
   shipped(through) {
     this.pending = this.pending.filter((l) => l.seq > through);
   }
@@ -105,6 +136,7 @@ export async function ship(capture, traceId, post, warn) {
   let endedAt = null;
   let spread = false;
   for (;;) {
+    if (capture.carried) return;
     if (capture.ended && endedAt === null) endedAt = Date.now();
     const { lines, end } = capture.next();
     if (end && end.lines === 0) return; // nothing was logged: nothing is sent
@@ -137,5 +169,34 @@ export async function ship(capture, traceId, post, warn) {
       failures += 1;
       await sleep(Math.min(250 * 2 ** Math.min(failures, 10), RETRY_AT_MOST_MS), undefined, { ref: false });
     }
+  }
+}
+
+/**
+ * The logs carried lately, by trace id, within a byte budget, oldest forgotten first: a
+ * scheduler that took an answer and stopped before storing it calls again, and the repeated
+ * call's answer carries the log again.
+ */
+export class CarriedMemory {
+  constructor(budget = CARRIED_MEMORY) {
+    this.budget = budget;
+    this.bytes = 0;
+    this.logs = new Map();
+  }
+
+  keep(traceId, rest) {
+    if (this.logs.has(traceId)) return;
+    const size = Buffer.byteLength(JSON.stringify(rest));
+    this.logs.set(traceId, { rest, size });
+    this.bytes += size;
+    for (const [old, { size: gone }] of this.logs) {
+      if (this.bytes <= this.budget) break;
+      this.logs.delete(old);
+      this.bytes -= gone;
+    }
+  }
+
+  get(traceId) {
+    return this.logs.get(traceId)?.rest ?? null;
   }
 }

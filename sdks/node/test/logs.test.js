@@ -44,7 +44,7 @@ async function run(executor, body) {
   }, raw);
 }
 
-test('what a handler logs reaches the scheduler in order, signed, with the end', async (t) => {
+test('what a handler logs goes with the answer in order with the end, and again to a repeated call', async (t) => {
   const s = await scheduler(t);
   const executor = new JobExecutor({ secret: SECRET }).handler('work', async (ctx) => {
     ctx.log('loading 300 orders');
@@ -53,19 +53,37 @@ test('what a handler logs reaches the scheduler in order, signed, with the end',
     ctx.log('order 42 failed', 'ERROR');
     return 'done';
   });
-  const [status] = await run(executor, call('l1', s.reportUrl('l1')));
+  const body = call('l1', s.reportUrl('l1'));
+  const [status, answer] = await run(executor, body);
   assert.equal(status, 200);
+  const lines = answer.logs.lines.map((l) => [l.seq, l.level, l.message]);
+  assert.deepEqual(lines, [[1, 'INFO', 'loading 300 orders'], [2, 'WARN', 'order 17 skipped'], [3, 'ERROR', 'order 42 failed']]);
+  assert.deepEqual(answer.logs.end, { lines: 3, droppedBytes: 0 });
+  const [, again] = await run(executor, body);
+  assert.deepEqual(again, answer);
+  await sleep(1500);
+  assert.deepEqual(s.batches, [], 'no request of its own');
+});
+
+test('a rest past the carry bound is shipped on its own, signed, with the end', async (t) => {
+  const s = await scheduler(t);
+  const executor = new JobExecutor({ secret: SECRET }).handler('work', async (ctx) => {
+    for (let i = 0; i < 3; i++) ctx.log('x'.repeat(16 * 1024));
+    return 'done';
+  });
+  const [status, answer] = await run(executor, call('v1', s.reportUrl('v1')));
+  assert.equal(status, 200);
+  assert.equal(answer.logs, undefined);
   const deadline = Date.now() + 10_000;
   while (!s.batches.some((b) => JSON.parse(b.body).end)) {
     assert.ok(Date.now() < deadline, 'no end shipped');
     await sleep(20);
   }
-  const lines = s.batches.flatMap((b) => JSON.parse(b.body).lines).map((l) => [l.seq, l.level, l.message]);
-  assert.deepEqual(lines, [[1, 'INFO', 'loading 300 orders'], [2, 'WARN', 'order 17 skipped'], [3, 'ERROR', 'order 42 failed']]);
+  assert.deepEqual(s.batches.flatMap((b) => JSON.parse(b.body).lines).map((l) => l.seq), [1, 2, 3]);
   const last = s.batches.at(-1);
   assert.deepEqual(JSON.parse(last.body).end, { lines: 3, droppedBytes: 0 });
   assert.equal(last.headers['x-jobflow-signature'],
-    sign(SECRET, 'POST', '/api/v1/jobs/executions/l1/logs', last.headers['x-jobflow-timestamp'], 'l1', last.body));
+    sign(SECRET, 'POST', '/api/v1/jobs/executions/v1/logs', last.headers['x-jobflow-timestamp'], 'v1', last.body));
 });
 
 test('a handler that logs nothing sends nothing', async (t) => {

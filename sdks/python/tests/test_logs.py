@@ -61,7 +61,7 @@ def lines_of(scheduler, trace_id):
             for batch, _ in scheduler.logs(trace_id) for line in batch.get("lines", [])]
 
 
-def test_what_handlers_log_reaches_the_scheduler_in_order_signed_with_the_end():
+def test_what_handlers_log_goes_with_the_answer_in_order_with_the_end():
     logging.getLogger("orders").setLevel(logging.INFO)
     scheduler = Scheduler()
     executor = JobExecutor(SECRET)
@@ -80,23 +80,117 @@ def test_what_handlers_log_reaches_the_scheduler_in_order_signed_with_the_end():
         ctx.log("batch 1", "DEBUG")
         return "done"
 
+    answers = {}
+
     async def go():
         logging.getLogger("orders").info("outside any handler")
         for trace, handler in (("a1", "async"), ("p1", "plain")):
             body = call(trace, handler, reportUrl=scheduler.report_url(trace))
-            answer = await run_and_wait_for_the_end(executor, scheduler, body)
-            assert answer[0] == 200, answer
+            answers[trace] = await request(executor, body, path=f"/internal/job/{handler}")
+        await asyncio.sleep(1.5)
 
     asyncio.run(go())
-    assert lines_of(scheduler, "a1") == [(1, "INFO", "loading 300 orders"),
-                                         (2, "WARN", "order 17 skipped")]
-    assert lines_of(scheduler, "p1") == [(1, "ERROR", "order 42 failed"), (2, "DEBUG", "batch 1")]
-    last, headers = scheduler.logs("p1")[-1]
-    assert last["end"] == {"lines": 2, "droppedBytes": 0}
-    path = "/api/v1/jobs/executions/p1/logs"
+
+    def carried(trace):
+        status, answer = answers[trace]
+        assert status == 200 and answer["success"] is True, answer
+        logs = answer["logs"]
+        return [(line["seq"], line["level"], line["message"]) for line in logs["lines"]], \
+            logs["end"]
+
+    assert carried("a1") == ([(1, "INFO", "loading 300 orders"), (2, "WARN", "order 17 skipped")],
+                             {"lines": 2, "droppedBytes": 0})
+    assert carried("p1") == ([(1, "ERROR", "order 42 failed"), (2, "DEBUG", "batch 1")],
+                             {"lines": 2, "droppedBytes": 0})
+    assert scheduler.logs("a1") == [] and scheduler.logs("p1") == [], "no request of its own"
+
+
+def test_a_background_handlers_log_goes_with_its_signed_report():
+    scheduler = Scheduler()
+    executor = JobExecutor(SECRET)
+
+    @executor.background_handler("work")
+    async def later(ctx: JobContext):
+        ctx.log("indexed 1200 documents")
+        return "done"
+
+    async def go():
+        answer = await request(executor, call("b1", reportUrl=scheduler.report_url("b1")))
+        assert answer[0] == 202, answer
+        deadline = time.monotonic() + 10
+        while not any(path.endswith("/b1/result") for path, _, _ in scheduler.batches):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+
+    asyncio.run(go())
+    path, headers, body = next(b for b in scheduler.batches if b[0].endswith("/b1/result"))
+    report = json.loads(body)
+    assert [line["message"] for line in report["logs"]["lines"]] == ["indexed 1200 documents"]
+    assert report["logs"]["end"] == {"lines": 1, "droppedBytes": 0}
     assert headers["x-jobflow-signature"] == sign(
-        SECRET.encode(), "POST", path, headers["x-jobflow-timestamp"], "p1",
+        SECRET.encode(), "POST", path, headers["x-jobflow-timestamp"], "b1", body)
+    assert scheduler.logs("b1") == []
+
+
+def test_a_rest_past_the_carry_bound_is_shipped_on_its_own_signed_with_the_end():
+    scheduler = Scheduler()
+    executor = JobExecutor(SECRET)
+
+    @executor.handler("work")
+    async def verbose(ctx: JobContext):
+        for i in range(3):
+            ctx.log(str(i) * 16384)
+        return "done"
+
+    async def go():
+        body = call("v1", reportUrl=scheduler.report_url("v1"))
+        answer = await run_and_wait_for_the_end(executor, scheduler, body)
+        assert answer[0] == 200 and "logs" not in answer[1], answer[1].keys()
+
+    asyncio.run(go())
+    assert [seq for seq, _, _ in lines_of(scheduler, "v1")] == [1, 2, 3]
+    last, headers = scheduler.logs("v1")[-1]
+    assert last["end"] == {"lines": 3, "droppedBytes": 0}
+    path = "/api/v1/jobs/executions/v1/logs"
+    assert headers["x-jobflow-signature"] == sign(
+        SECRET.encode(), "POST", path, headers["x-jobflow-timestamp"], "v1",
         json.dumps(last).encode())
+
+
+def test_a_repeated_call_after_the_end_carries_the_log_again():
+    scheduler = Scheduler()
+    executor = JobExecutor(SECRET)
+
+    @executor.handler("work")
+    async def once(ctx: JobContext):
+        ctx.log("ran once")
+        return "done"
+
+    async def go():
+        body = call("r1", reportUrl=scheduler.report_url("r1"))
+        first = await request(executor, body)
+        again = await request(executor, body)
+        return first, again
+
+    first, again = asyncio.run(go())
+    assert first == again and first[1]["logs"]["lines"][0]["message"] == "ran once"
+
+
+def test_the_rest_is_taken_once_and_carried_memory_forgets_the_oldest():
+    from jobflow_executor.logs import CarriedMemory
+    capture = Capture()
+    capture.push("INFO", "one")
+    capture.shipped(1)
+    capture.push("INFO", "two")
+    assert capture.take_rest() is None, "not ended yet"
+    capture.end()
+    rest = capture.take_rest()
+    assert [line["seq"] for line in rest["lines"]] == [2] and rest["end"]["lines"] == 2
+    assert capture.take_rest() is None and capture.carried
+    memory = CarriedMemory(budget=300)
+    for trace in ("a", "b", "c"):
+        memory.keep(trace, {"lines": [{"message": "x" * 100}]})
+    assert memory.get("a") is None and memory.get("c") is not None
 
 
 def test_a_handler_that_logs_nothing_sends_nothing():

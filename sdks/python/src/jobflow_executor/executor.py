@@ -70,6 +70,7 @@ class JobExecutor:
                                            thread_name_prefix="jobflow-handler")
         self._tasks: set = set()
         self.log_bound = log_bound
+        self._carried = logs.CarriedMemory()
         if log_bound > 0:
             _capture_logging()
 
@@ -163,7 +164,7 @@ class JobExecutor:
         known = self.ledger.get(call.trace_id)
         if known is not None:
             if not known.running:
-                return 200, known.result.to_json()
+                return 200, self._with_log(call.trace_id, known.result)
             # Repeated while the first run goes on: its result goes to the latest caller.
             known.report_url = call.report_url
             known.report_when_done = True
@@ -189,7 +190,7 @@ class JobExecutor:
             for w in waits:
                 w.cancel()
         if entry.result is not None:
-            return 200, entry.result.to_json()
+            return 200, self._with_log(call.trace_id, entry.result)
         # Still running: too slow to stop (the scheduler waits for the report), or the caller
         # hung up (nobody reads the answer; the result is reported).
         entry.report_when_done = True
@@ -242,6 +243,12 @@ class JobExecutor:
             result = entry.stop_reason
         if ctx.log_capture is not None:
             ctx.log_capture.end()
+            # The rest of the log goes with the result, and is remembered a while for a
+            # repeated call (a scheduler that stopped before storing the answer calls again).
+            if logs.log_url(entry.report_url):
+                rest = ctx.log_capture.take_rest()
+                if rest is not None:
+                    self._carried.keep(ctx.trace_id, rest)
         self.ledger.finish(ctx.trace_id, result, utc_now())
         if entry.report_when_done:
             await self.report(entry.report_url, ctx.trace_id, result)
@@ -275,6 +282,8 @@ class JobExecutor:
         ended_at: Optional[float] = None
         spread = False
         while True:
+            if capture.carried:
+                return
             if ended_at is None and capture.ended:
                 ended_at = time.monotonic()
             lines, end = capture.next_batch()
@@ -312,12 +321,21 @@ class JobExecutor:
 
     # --- reports ------------------------------------------------------------------------
 
+    def _with_log(self, trace_id: str, result: JobResult) -> Dict[str, Any]:
+        """`result` as sent, with the rest of its execution's log when it carries one."""
+        out = result.to_json()
+        rest = self._carried.get(trace_id)
+        if rest is not None:
+            out["logs"] = rest
+        return out
+
     async def report(self, url: str, trace_id: str, result: JobResult) -> bool:
-        """POSTs `result` to `url`, signed; retried with backoff on no answer or a 5xx, stopped
-        at any other answer. True when the scheduler took it (200) or had it settled (409)."""
+        """POSTs `result` (with the rest of its log) to `url`, signed; retried with backoff on
+        no answer or a 5xx, stopped at any other answer. True when the scheduler took it (200)
+        or had it settled (409)."""
         if not url:
             return False
-        body = result.encode()
+        body = json.dumps(self._with_log(trace_id, result)).encode()
         loop = asyncio.get_running_loop()
         for attempt in range(self.report_attempts):
             status = await loop.run_in_executor(

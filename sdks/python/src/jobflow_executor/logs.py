@@ -7,11 +7,14 @@ context (its task, or its worker thread) are copied into its execution's log, an
 `ctx.log(message, level)`. Each execution keeps at most its bound (1 MiB by default) of
 messages; what comes beyond is counted, and a last line says how much was dropped.
 
-Ship: what was logged goes to the scheduler every second while the handler runs and the rest
-with the log's end once it has finished, in order, each line numbered so a batch sent again
-after a lost answer is stored once; a failed batch is sent again with a growing wait, for up to
-ten minutes after the end. A handler that logged nothing sends nothing. Logging only appends to
-a buffer under a short lock: a handler never waits for its log.
+Ship: what was logged goes to the scheduler every second while the handler runs, in order,
+each line numbered so a batch sent again after a lost answer is stored once. When the handler
+has finished, the rest goes with the result (`Capture.take_rest`): in the answer to the call
+or in the result report, which the executor sends anyway, so a handler that logs a few lines
+costs no request of its own. Only a rest past `CARRY_BYTES` is shipped on its own, with the
+log's end. A failed batch is sent again with a growing wait, for up to ten minutes after the
+end. A handler that logged nothing sends nothing. Logging only appends to a buffer under a
+short lock: a handler never waits for its log.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import contextvars
 import json
 import logging
 import threading
+from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -32,6 +36,10 @@ _BATCH_LINES = 500
 # line (16,384 characters, escaped) always fits.
 _BATCH_BYTES = 512 * 1024
 _LINE_CHARS = 16 * 1024
+#: The most serialised lines a result carries: the scheduler reads 64 KiB of an answer.
+CARRY_BYTES = 32 * 1024
+#: Bytes of carried logs remembered for repeated calls (see `CarriedMemory`).
+CARRIED_MEMORY = 8 * 1024 * 1024
 
 _LEVELS = [(logging.ERROR, "ERROR"), (logging.WARNING, "WARN"), (logging.INFO, "INFO"),
            (logging.DEBUG, "DEBUG")]
@@ -63,6 +71,8 @@ class Capture:
         self._kept = 0
         self.dropped = 0
         self.ended = False
+        #: The rest went with the result: the shipper stops.
+        self.carried = False
 
     def push(self, level: str, message: str) -> None:
         message = message[:_LINE_CHARS]
@@ -102,6 +112,28 @@ class Capture:
             if self.ended and len(lines) == len(self._pending):
                 end = {"lines": self._seq, "droppedBytes": self.dropped}
             return list(lines), end
+
+    def take_rest(self, most: int = CARRY_BYTES) -> Optional[Dict[str, Any]]:
+        """The rest of an ended log, to go with the result as its `logs`: every line not yet
+        taken by the scheduler, and the end. None when it is more than `most` bytes serialised
+        (the shipper sends it then) or when nothing was logged (nothing is sent). Once taken,
+        the shipper stops; a batch it has in flight may overlap the rest, and the scheduler
+        stores each line once."""
+        with self._lock:
+            if not self.ended or self.carried:
+                return None
+            if self._seq == 0:
+                self.carried = True
+                return None
+            if len(self._pending) > _BATCH_LINES:
+                return None
+            rest = {"lines": list(self._pending),
+                    "end": {"lines": self._seq, "droppedBytes": self.dropped}}
+            if len(json.dumps(rest["lines"])) > most:
+                return None
+            self.carried = True
+            self._pending = []
+            return rest
 
     def shipped(self, through: int) -> None:
         with self._lock:
@@ -146,3 +178,31 @@ def batch_body(lines: List[Dict[str, Any]], end: Optional[Dict[str, int]]) -> by
     if end is not None:
         body["end"] = end
     return json.dumps(body).encode()
+
+
+class CarriedMemory:
+    """The logs carried lately, by trace id, within `budget` bytes, oldest forgotten first: a
+    scheduler that took an answer and stopped before storing it calls again, and the repeated
+    call's answer carries the log again."""
+
+    def __init__(self, budget: int = CARRIED_MEMORY) -> None:
+        self.budget = budget
+        self._lock = threading.Lock()
+        self._logs: "OrderedDict[str, Tuple[Dict[str, Any], int]]" = OrderedDict()
+        self._bytes = 0
+
+    def keep(self, trace_id: str, rest: Dict[str, Any]) -> None:
+        size = len(json.dumps(rest))
+        with self._lock:
+            if trace_id in self._logs:
+                return
+            self._logs[trace_id] = (rest, size)
+            self._bytes += size
+            while self._bytes > self.budget and self._logs:
+                _, (_, gone) = self._logs.popitem(last=False)
+                self._bytes -= gone
+
+    def get(self, trace_id: str) -> Optional[Dict[str, Any]]:
+        with self._lock:
+            kept = self._logs.get(trace_id)
+            return kept[0] if kept else None

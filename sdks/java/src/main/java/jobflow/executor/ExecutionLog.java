@@ -10,9 +10,12 @@ import java.util.Map;
 
 /**
  * One execution's log (docs/executor-protocol.md, "Shipping logs"): appended to by the
- * handler through {@link JobContext#log(String, String)}, drained in batches by its shipper.
- * At most its bound of message bytes is kept; what comes beyond is counted, and a last line
- * says how much was dropped.
+ * handler through {@link JobContext#log(String, String)}, drained in batches by its shipper
+ * while the handler runs. When it has finished, the rest goes with the result
+ * ({@link #takeRest}): in the answer to the call or in the result report, so a handler that
+ * logs a few lines costs no request of its own; only a rest past {@link #CARRY_BYTES} is
+ * shipped on its own. At most its bound of message bytes is kept; what comes beyond is
+ * counted, and a last line says how much was dropped.
  */
 final class ExecutionLog {
     static final int DEFAULT_BOUND = 1024 * 1024;
@@ -20,6 +23,8 @@ final class ExecutionLog {
     /** Bytes of serialised lines per batch: the scheduler takes bodies of at most 1 MiB, and one line (16,384 characters, escaped) always fits. */
     static final int BATCH_BYTES = 512 * 1024;
     static final int LINE_CHARS = 16 * 1024;
+    /** The most serialised lines a result carries: the scheduler reads 64 KiB of an answer. */
+    static final int CARRY_BYTES = 32 * 1024;
 
     private final int bound;
     private final List<Map<String, Object>> pending = new ArrayList<>();
@@ -27,6 +32,8 @@ final class ExecutionLog {
     private long kept;
     private long dropped;
     private boolean ended;
+    /** The rest went with the result: the shipper stops. */
+    private boolean carried;
 
     ExecutionLog(int bound) {
         this.bound = bound;
@@ -56,6 +63,41 @@ final class ExecutionLog {
 
     synchronized boolean isEnded() {
         return ended;
+    }
+
+    synchronized boolean isCarried() {
+        return carried;
+    }
+
+    /**
+     * The rest of an ended log, to go with the result as its {@code logs}: every line not yet
+     * taken by the scheduler, and the end. Null when it is more than {@code most} bytes
+     * serialised (the shipper sends it then) or when nothing was logged (nothing is sent).
+     * Once taken, the shipper stops; a batch it has in flight may overlap the rest, and the
+     * scheduler stores each line once.
+     */
+    synchronized Map<String, Object> takeRest(int most) {
+        if (!ended || carried) {
+            return null;
+        }
+        if (seq == 0) {
+            carried = true;
+            return null;
+        }
+        if (pending.size() > BATCH_LINES
+                || Json.write(pending).getBytes(StandardCharsets.UTF_8).length > most) {
+            return null;
+        }
+        Map<String, Object> rest = new LinkedHashMap<>();
+        rest.put("lines", new ArrayList<>(pending));
+        Map<String, Object> end = new LinkedHashMap<>();
+        end.put("lines", seq);
+        end.put("droppedBytes", dropped);
+        rest.put("end", end);
+        carried = true;
+        pending.clear();
+        notifyAll();
+        return rest;
     }
 
     /** Waits up to {@code millis} for the end. */

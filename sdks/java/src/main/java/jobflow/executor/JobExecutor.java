@@ -95,6 +95,8 @@ public final class JobExecutor {
     private int keepAtMost = KEEP_FINISHED_AT_MOST;
     private Duration stopWait = Duration.ofSeconds(10);
     private volatile int logBound = ExecutionLog.DEFAULT_BOUND;
+    /** Logs carried in answers lately, for repeated calls. */
+    private final CarriedLogs carried = new CarriedLogs(8 * 1024 * 1024);
     private final ExecutorService threads = Executors.newCachedThreadPool(r -> {
         Thread t = new Thread(r, "jobflow-handler");
         t.setDaemon(true);
@@ -295,7 +297,7 @@ public final class JobExecutor {
             Entry known = entries.get(id);
             if (known != null) {
                 if (known.result != null) {
-                    return new Answer(200, known.result.toJson(), null);
+                    return new Answer(200, withLog(id, known.result), null);
                 }
                 // Repeated while the first run goes on: its result goes to the latest caller.
                 known.reportUrl = ctx.getReportUrl();
@@ -332,7 +334,7 @@ public final class JobExecutor {
                 }
             }
             if (e.result != null) {
-                return new Answer(200, e.result.toJson(), id);
+                return new Answer(200, withLog(id, e.result), id);
             }
             // Too slow to stop: the scheduler waits for the report.
             e.reportWhenDone = true;
@@ -388,6 +390,14 @@ public final class JobExecutor {
         boolean report;
         if (e.ctx.log != null) {
             e.ctx.log.end();
+            // The rest of the log goes with the result, and is remembered a while for a
+            // repeated call (a scheduler that stopped before storing the answer calls again).
+            if (e.ctx.getReportUrl().endsWith("/result")) {
+                Map<String, Object> rest = e.ctx.log.takeRest(ExecutionLog.CARRY_BYTES);
+                if (rest != null) {
+                    carried.keep(id, rest);
+                }
+            }
         }
         synchronized (this) {
             result = e.stopReason != null ? e.stopReason : r;
@@ -421,6 +431,50 @@ public final class JobExecutor {
         notifyAll();
     }
 
+    /** {@code result} as sent, with the rest of its execution's log when it carries one. */
+    private Map<String, Object> withLog(String traceId, JobResult result) {
+        Map<String, Object> out = result.toJson();
+        Map<String, Object> rest = carried.get(traceId);
+        if (rest != null) {
+            out.put("logs", rest);
+        }
+        return out;
+    }
+
+    /**
+     * The logs carried lately, by trace id, within a byte budget, oldest forgotten first: a
+     * scheduler that took an answer and stopped before storing it calls again, and the
+     * repeated call's answer carries the log again.
+     */
+    static final class CarriedLogs {
+        private final long budget;
+        private long bytes;
+        private final LinkedHashMap<String, Map.Entry<Map<String, Object>, Integer>> logs = new LinkedHashMap<>();
+
+        CarriedLogs(long budget) {
+            this.budget = budget;
+        }
+
+        synchronized void keep(String traceId, Map<String, Object> rest) {
+            if (logs.containsKey(traceId)) {
+                return;
+            }
+            int size = Json.write(rest).getBytes(StandardCharsets.UTF_8).length;
+            logs.put(traceId, new java.util.AbstractMap.SimpleImmutableEntry<>(rest, size));
+            bytes += size;
+            Iterator<Map.Entry<String, Map.Entry<Map<String, Object>, Integer>>> it = logs.entrySet().iterator();
+            while (bytes > budget && it.hasNext()) {
+                bytes -= it.next().getValue().getValue();
+                it.remove();
+            }
+        }
+
+        synchronized Map<String, Object> get(String traceId) {
+            Map.Entry<Map<String, Object>, Integer> kept = logs.get(traceId);
+            return kept == null ? null : kept.getKey();
+        }
+    }
+
     /**
      * How many bytes of log messages each execution keeps and ships (default 1 MiB; 0: none).
      */
@@ -441,6 +495,9 @@ public final class JobExecutor {
         boolean spread = false;
         try {
             while (true) {
+                if (log.isCarried()) {
+                    return;
+                }
                 if (endedAt == 0 && log.isEnded()) {
                     endedAt = System.nanoTime();
                 }
@@ -529,7 +586,7 @@ public final class JobExecutor {
         if (reportUrl == null || reportUrl.isEmpty()) {
             return false;
         }
-        byte[] body = Json.write(result.toJson()).getBytes(StandardCharsets.UTF_8);
+        byte[] body = Json.write(withLog(traceId, result)).getBytes(StandardCharsets.UTF_8);
         for (int attempt = 0; attempt < 8; attempt++) {
             int status = post(reportUrl, traceId, body);
             if (status >= 0 && status < 500) {

@@ -309,7 +309,7 @@ public final class JobExecutorTest {
         }
     }
 
-    static void testWhatAHandlerLogsReachesTheSchedulerInOrderSignedWithTheEnd() throws Exception {
+    static void testWhatAHandlerLogsGoesWithTheAnswerInOrderWithTheEnd() throws Exception {
         try (LogScheduler s = new LogScheduler()) {
             JobExecutor ex = new JobExecutor(SECRET).handler("work", ctx -> {
                 ctx.log("loading 300 orders");
@@ -317,21 +317,49 @@ public final class JobExecutorTest {
                 return "done";
             });
             String body = call("l1", 30).replace("\"reportUrl\":\"\"", "\"reportUrl\":\"" + s.reportUrl("l1") + "\"");
-            check(signed(ex, "POST", "/internal/job/work", "l1", body).status == 200, "answered");
-            long deadline = System.currentTimeMillis() + 10_000;
-            while (s.batches.isEmpty() || !s.batches.get(s.batches.size() - 1).containsKey("end")) {
-                check(System.currentTimeMillis() < deadline, "no end shipped: " + s.batches);
-                Thread.sleep(20);
-            }
+            JobExecutor.Answer answer = signed(ex, "POST", "/internal/job/work", "l1", body);
+            check(answer.status == 200, "answered");
+            Map<?, ?> logs = (Map<?, ?>) json(answer).get("logs");
             StringBuilder got = new StringBuilder();
-            for (Map<String, Object> b : s.batches) {
-                for (Object l : (java.util.List<?>) b.get("lines")) {
-                    Map<?, ?> line = (Map<?, ?>) l;
-                    got.append(line.get("seq")).append(' ').append(line.get("level")).append(' ').append(line.get("message")).append('|');
-                }
+            for (Object l : (java.util.List<?>) logs.get("lines")) {
+                Map<?, ?> line = (Map<?, ?>) l;
+                got.append(line.get("seq")).append(' ').append(line.get("level")).append(' ').append(line.get("message")).append('|');
             }
             check(got.toString().equals("1 INFO loading 300 orders|2 WARN order 17 skipped|"), got.toString());
-            check(s.batches.get(s.batches.size() - 1).get("end").toString().equals("{lines=2, droppedBytes=0}"),
+            check(logs.get("end").toString().equals("{lines=2, droppedBytes=0}"), String.valueOf(logs.get("end")));
+            // A repeated call after the end carries the log again; nothing went on its own.
+            check(signed(ex, "POST", "/internal/job/work", "l1", body).body.equals(answer.body), "carried again");
+            Thread.sleep(1500);
+            check(s.batches.isEmpty(), "no request of its own: " + s.batches);
+        }
+    }
+
+    static void testARestPastTheCarryBoundIsShippedOnItsOwnSignedWithTheEnd() throws Exception {
+        try (LogScheduler s = new LogScheduler()) {
+            StringBuilder big = new StringBuilder();
+            for (int i = 0; i < ExecutionLog.LINE_CHARS; i++) {
+                big.append('x');
+            }
+            JobExecutor ex = new JobExecutor(SECRET).handler("work", ctx -> {
+                for (int i = 0; i < 3; i++) {
+                    ctx.log(big.toString());
+                }
+                return "done";
+            });
+            String body = call("v1", 30).replace("\"reportUrl\":\"\"", "\"reportUrl\":\"" + s.reportUrl("v1") + "\"");
+            JobExecutor.Answer answer = signed(ex, "POST", "/internal/job/work", "v1", body);
+            check(answer.status == 200 && !json(answer).containsKey("logs"), "answered without the log");
+            long deadline = System.currentTimeMillis() + 10_000;
+            while (s.batches.isEmpty() || !s.batches.get(s.batches.size() - 1).containsKey("end")) {
+                check(System.currentTimeMillis() < deadline, "no end shipped: " + s.batches.size());
+                Thread.sleep(20);
+            }
+            int lines = 0;
+            for (Map<String, Object> b : s.batches) {
+                lines += ((java.util.List<?>) b.get("lines")).size();
+            }
+            check(lines == 3, "lines " + lines);
+            check(s.batches.get(s.batches.size() - 1).get("end").toString().equals("{lines=3, droppedBytes=0}"),
                     String.valueOf(s.batches.get(s.batches.size() - 1).get("end")));
             check(s.signed, "every batch signed");
         }
