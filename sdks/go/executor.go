@@ -382,7 +382,8 @@ func (e *Executor) supervise(ctx *Context, reg registered, en *entry) {
 		ships := logURL(en.reportURL) != ""
 		e.mu.Unlock()
 		if ships {
-			if rest := ctx.log.takeRest(carryBytes); rest != nil {
+			encoded, _ := json.Marshal(result)
+			if rest := ctx.log.takeRest(carryRoom(len(encoded))); rest != nil {
 				e.carried.keep(ctx.TraceID, rest)
 			}
 		}

@@ -46,9 +46,11 @@ const (
 	// 1 MiB, and one line (16,384 characters, escaped) always fits.
 	batchBytes = 512 * 1024
 	lineChars  = 16 * 1024
-	// carryBytes bounds the serialised lines a result carries: the scheduler reads 64 KiB of
-	// an answer.
+	// carryBytes bounds the serialised lines a result carries.
 	carryBytes = 32 * 1024
+	// answerBytes bounds a result and the lines it carries together: the scheduler reads
+	// 64 KiB of an answer, and a cut answer is not a result.
+	answerBytes = 48 * 1024
 	// carriedMemory bounds the carried logs remembered for repeated calls.
 	carriedMemory = 8 * 1024 * 1024
 )
@@ -114,6 +116,18 @@ func (c *capture) takeRest(most int) *carriedLog {
 	c.carried = true
 	c.pending = nil
 	return rest
+}
+
+// carryRoom is how many bytes of lines a result of resultBytes (serialised) may carry.
+func carryRoom(resultBytes int) int {
+	room := answerBytes - resultBytes
+	if room > carryBytes {
+		room = carryBytes
+	}
+	if room < 0 {
+		return 0
+	}
+	return room
 }
 
 func (c *capture) isCarried() bool {

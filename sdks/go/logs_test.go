@@ -95,6 +95,18 @@ func TestWhatAHandlerLogsGoesWithTheAnswerInOrderWithTheEnd(t *testing.T) {
 	}
 }
 
+func TestALongResultLeavesItsLogToTheShipper(t *testing.T) {
+	if carryRoom(40) != carryBytes || carryRoom(answerBytes-100) != 100 || carryRoom(60*1024) != 0 {
+		t.Fatal("carry room")
+	}
+	c := newCapture(DefaultLogBound)
+	c.push(Info, "done")
+	c.end()
+	if c.takeRest(carryRoom(60*1024)) != nil || c.isCarried() {
+		t.Fatal("a long result carried its log")
+	}
+}
+
 func TestARestPastTheCarryBoundIsShippedOnItsOwnSignedWithTheEnd(t *testing.T) {
 	s := newLogScheduler(t)
 	ex := New(secret, quiet())

@@ -45,8 +45,11 @@ const LINE_CHARS: usize = 16 * 1024;
 pub const RETRY_AT_MOST: Duration = Duration::from_secs(30);
 /// How long after the handler's end a log that cannot be shipped is kept trying.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
-/// The most serialised lines a result carries: the scheduler reads 64 KiB of an answer.
+/// The most serialised lines a result carries.
 pub const CARRY_BYTES: usize = 32 * 1024;
+/// The most a result and the lines it carries take together: the scheduler reads 64 KiB of
+/// an answer, and a cut answer is not a result.
+pub const ANSWER_BYTES: usize = 48 * 1024;
 /// Bytes of carried logs remembered for repeated calls (see [`Carried`]).
 pub const CARRIED_MEMORY: usize = 8 * 1024 * 1024;
 
@@ -292,6 +295,11 @@ impl CarriedMemory {
     pub(crate) fn get(&self, trace_id: &str) -> Option<Carried> {
         self.by_trace.get(trace_id).cloned()
     }
+}
+
+/// How many bytes of lines a result of `result_bytes` (serialised) may carry.
+pub fn carry_room(result_bytes: usize) -> usize {
+    CARRY_BYTES.min(ANSWER_BYTES.saturating_sub(result_bytes))
 }
 
 fn level_name(level: Level) -> &'static str {
@@ -620,6 +628,21 @@ mod tests {
         assert!(!capture.carried());
         let (lines, end) = capture.next_batch();
         assert_eq!((lines.len(), end.map(|e| e.lines)), (3, Some(3)));
+    }
+
+    #[test]
+    fn a_result_and_the_lines_it_carries_stay_within_the_answer_bound() {
+        assert_eq!(carry_room(40), CARRY_BYTES);
+        assert_eq!(carry_room(ANSWER_BYTES - 100), 100);
+        assert_eq!(carry_room(60 * 1024), 0);
+        let capture = Capture::new(DEFAULT_BOUND);
+        capture.push(Level::INFO, "done".into());
+        capture.end();
+        assert_eq!(capture.take_rest(carry_room(60 * 1024)), None);
+        assert!(
+            !capture.carried(),
+            "a long result leaves the log to the shipper"
+        );
     }
 
     #[test]

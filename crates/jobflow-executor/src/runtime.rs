@@ -304,9 +304,8 @@ impl Run {
         span.in_scope(|| tracing::info!(status = result.final_status().as_str(), "job finished"));
         // The rest of the log goes with the result, and is remembered a while for a repeated
         // call (a scheduler that stopped before storing the answer calls again).
-        let log = ships
-            .then(|| capture.take_rest(logs::CARRY_BYTES))
-            .flatten();
+        let room = logs::carry_room(serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()));
+        let log = ships.then(|| capture.take_rest(room)).flatten();
         if let Some(log) = &log {
             ex.carried
                 .lock()

@@ -12,7 +12,7 @@
 // 202 to a waiting call) until it settles, so the scheduler never runs a retry beside it.
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { Capture, CarriedMemory, DEFAULT_LOG_BOUND, logUrl, ship } from './logs.js';
+import { Capture, CarriedMemory, DEFAULT_LOG_BOUND, carryRoom, logUrl, ship } from './logs.js';
 
 export const MAX_SKEW_SECONDS = 300;
 export const KEEP_FINISHED = 10_000;
@@ -341,7 +341,7 @@ export class JobExecutor {
     // The rest of the log goes with the result, and is remembered a while for a repeated call
     // (a scheduler that stopped before storing the answer calls again).
     if (entry.capture && logUrl(entry.reportUrl)) {
-      const rest = entry.capture.takeRest();
+      const rest = entry.capture.takeRest(carryRoom(Buffer.byteLength(JSON.stringify(result))));
       if (rest) this.carried.keep(ctx.traceId, rest);
     }
     this.ledger.finish(ctx.traceId, result, Date.now());

@@ -24,8 +24,16 @@ const BATCH_LINES = 500;
 // line (16,384 characters, escaped) always fits.
 const BATCH_BYTES = 512 * 1024;
 const LINE_CHARS = 16 * 1024;
-// The most serialised lines a result carries: the scheduler reads 64 KiB of an answer.
+// The most serialised lines a result carries.
 export const CARRY_BYTES = 32 * 1024;
+// The most a result and the lines it carries take together: the scheduler reads 64 KiB of an
+// answer, and a cut answer is not a result.
+const ANSWER_BYTES = 48 * 1024;
+
+/** How many bytes of lines a result of `resultBytes` (serialised) may carry. */
+export function carryRoom(resultBytes) {
+  return Math.max(0, Math.min(CARRY_BYTES, ANSWER_BYTES - resultBytes));
+}
 // Bytes of carried logs remembered for repeated calls (see CarriedMemory).
 const CARRIED_MEMORY = 8 * 1024 * 1024;
 const LEVELS = new Set(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']);

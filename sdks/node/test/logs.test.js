@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { JobExecutor, sign } from '../src/index.js';
-import { Capture, DEFAULT_LOG_BOUND, spreadOf } from '../src/logs.js';
+import { Capture, CARRY_BYTES, DEFAULT_LOG_BOUND, carryRoom, spreadOf } from '../src/logs.js';
 
 const SECRET = 's3cret';
 
@@ -63,6 +63,16 @@ test('what a handler logs goes with the answer in order with the end, and again 
   assert.deepEqual(again, answer);
   await sleep(1500);
   assert.deepEqual(s.batches, [], 'no request of its own');
+});
+
+test('a long result leaves its log to the shipper', () => {
+  assert.equal(carryRoom(40), CARRY_BYTES);
+  assert.equal(carryRoom(60 * 1024), 0);
+  const capture = new Capture();
+  capture.push('INFO', 'done');
+  capture.end();
+  assert.equal(capture.takeRest(carryRoom(60 * 1024)), null);
+  assert.equal(capture.carried, false);
 });
 
 test('a rest past the carry bound is shipped on its own, signed, with the end', async (t) => {

@@ -176,6 +176,24 @@ def test_a_repeated_call_after_the_end_carries_the_log_again():
     assert first == again and first[1]["logs"]["lines"][0]["message"] == "ran once"
 
 
+def test_a_long_result_leaves_its_log_to_the_shipper():
+    scheduler = Scheduler()
+    executor = JobExecutor(SECRET)
+
+    @executor.handler("work")
+    async def wordy(ctx: JobContext):
+        ctx.log("the summary follows")
+        return "x" * (60 * 1024)
+
+    async def go():
+        body = call("w1", reportUrl=scheduler.report_url("w1"))
+        return await run_and_wait_for_the_end(executor, scheduler, body)
+
+    status, answer = asyncio.run(go())
+    assert status == 200 and "logs" not in answer
+    assert lines_of(scheduler, "w1") == [(1, "INFO", "the summary follows")]
+
+
 def test_the_rest_is_taken_once_and_carried_memory_forgets_the_oldest():
     from jobflow_executor.logs import CarriedMemory
     capture = Capture()

@@ -246,7 +246,7 @@ class JobExecutor:
             # The rest of the log goes with the result, and is remembered a while for a
             # repeated call (a scheduler that stopped before storing the answer calls again).
             if logs.log_url(entry.report_url):
-                rest = ctx.log_capture.take_rest()
+                rest = ctx.log_capture.take_rest(logs.carry_room(len(result.encode())))
                 if rest is not None:
                     self._carried.keep(ctx.trace_id, rest)
         self.ledger.finish(ctx.trace_id, result, utc_now())

@@ -36,8 +36,16 @@ _BATCH_LINES = 500
 # line (16,384 characters, escaped) always fits.
 _BATCH_BYTES = 512 * 1024
 _LINE_CHARS = 16 * 1024
-#: The most serialised lines a result carries: the scheduler reads 64 KiB of an answer.
+#: The most serialised lines a result carries.
 CARRY_BYTES = 32 * 1024
+#: The most a result and the lines it carries take together: the scheduler reads 64 KiB of an
+#: answer, and a cut answer is not a result.
+ANSWER_BYTES = 48 * 1024
+
+
+def carry_room(result_bytes: int) -> int:
+    """How many bytes of lines a result of `result_bytes` (serialised) may carry."""
+    return max(0, min(CARRY_BYTES, ANSWER_BYTES - result_bytes))
 #: Bytes of carried logs remembered for repeated calls (see `CarriedMemory`).
 CARRIED_MEMORY = 8 * 1024 * 1024
 

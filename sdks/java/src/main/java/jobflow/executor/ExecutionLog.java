@@ -23,8 +23,15 @@ final class ExecutionLog {
     /** Bytes of serialised lines per batch: the scheduler takes bodies of at most 1 MiB, and one line (16,384 characters, escaped) always fits. */
     static final int BATCH_BYTES = 512 * 1024;
     static final int LINE_CHARS = 16 * 1024;
-    /** The most serialised lines a result carries: the scheduler reads 64 KiB of an answer. */
+    /** The most serialised lines a result carries. */
     static final int CARRY_BYTES = 32 * 1024;
+    /** The most a result and the lines it carries take together: the scheduler reads 64 KiB of an answer, and a cut answer is not a result. */
+    static final int ANSWER_BYTES = 48 * 1024;
+
+    /** How many bytes of lines a result of {@code resultBytes} (serialised) may carry. */
+    static int carryRoom(int resultBytes) {
+        return Math.max(0, Math.min(CARRY_BYTES, ANSWER_BYTES - resultBytes));
+    }
 
     private final int bound;
     private final List<Map<String, Object>> pending = new ArrayList<>();

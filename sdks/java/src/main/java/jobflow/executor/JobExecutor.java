@@ -393,7 +393,12 @@ public final class JobExecutor {
             // The rest of the log goes with the result, and is remembered a while for a
             // repeated call (a scheduler that stopped before storing the answer calls again).
             if (e.ctx.getReportUrl().endsWith("/result")) {
-                Map<String, Object> rest = e.ctx.log.takeRest(ExecutionLog.CARRY_BYTES);
+                JobResult outcome;
+                synchronized (this) {
+                    outcome = e.stopReason != null ? e.stopReason : r;
+                }
+                int resultBytes = Json.write(outcome.toJson()).getBytes(StandardCharsets.UTF_8).length;
+                Map<String, Object> rest = e.ctx.log.takeRest(ExecutionLog.carryRoom(resultBytes));
                 if (rest != null) {
                     carried.keep(id, rest);
                 }

@@ -334,6 +334,15 @@ public final class JobExecutorTest {
         }
     }
 
+    static void testALongResultLeavesItsLogToTheShipper() {
+        check(ExecutionLog.carryRoom(40) == ExecutionLog.CARRY_BYTES, "room for a short result");
+        check(ExecutionLog.carryRoom(60 * 1024) == 0, "no room past the answer bound");
+        ExecutionLog log = new ExecutionLog(ExecutionLog.DEFAULT_BOUND);
+        log.push("INFO", "done");
+        log.end();
+        check(log.takeRest(ExecutionLog.carryRoom(60 * 1024)) == null && !log.isCarried(), "left to the shipper");
+    }
+
     static void testARestPastTheCarryBoundIsShippedOnItsOwnSignedWithTheEnd() throws Exception {
         try (LogScheduler s = new LogScheduler()) {
             StringBuilder big = new StringBuilder();
