@@ -7,7 +7,7 @@ package executor
 // *log.Logger whose lines are INFO. Each execution keeps at most its bound (1 MiB by default,
 // WithLogBound) of messages; what comes beyond is counted, and a last line says how much was
 // dropped. A goroutine per execution ships what was logged every second while the handler
-// runs, in order, each line numbered so a batch sent again after a lost answer is stored
+// runs (the first batch a second after the start), in order, each line numbered so a batch sent again after a lost answer is stored
 // once. When the handler has finished, the rest goes with the result (takeRest): in the
 // answer to the call or in the result report, which the executor sends anyway, so a handler
 // that logs a few lines costs no request of its own. Only a rest past carryBytes is shipped
@@ -80,6 +80,9 @@ type capture struct {
 	dropped int
 	ended   bool
 	carried bool // the rest went with the result: the shipper stops
+	// sending: a batch is on its way; the rest is not taken meanwhile, since two batches
+	// stored at once could both hold a line.
+	sending bool
 	wake    chan struct{}
 }
 
@@ -91,13 +94,13 @@ type carriedLog struct {
 }
 
 // takeRest is the rest of an ended log, to go with the result: every line not yet taken by
-// the scheduler, and the end. Nil when it is more than most bytes serialised (the shipper
-// sends it then) or when nothing was logged (nothing is sent). Once taken, the shipper stops;
-// a batch it has in flight may overlap the rest, and the scheduler stores each line once.
+// the scheduler, and the end. Nil when it is more than most bytes serialised or while a batch
+// is on its way (the shipper sends it then), or when nothing was logged (nothing is sent).
+// Once taken, the shipper stops: batches never overlap in flight.
 func (c *capture) takeRest(most int) *carriedLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ended || c.carried {
+	if !c.ended || c.carried || c.sending {
 		return nil
 	}
 	if c.seq == 0 {
@@ -128,6 +131,21 @@ func carryRoom(resultBytes int) int {
 		return 0
 	}
 	return room
+}
+
+// beginSend marks a batch on its way: false when the rest went with the result meanwhile
+// (nothing is sent then).
+func (c *capture) beginSend() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sending = !c.carried
+	return c.sending
+}
+
+func (c *capture) endSend() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sending = false
 }
 
 func (c *capture) isCarried() bool {
@@ -291,6 +309,14 @@ func (e *Executor) shipLog(target, traceID string, c *capture) {
 	failures := 0
 	var endedAt time.Time
 	spread := false
+	// The first batch waits a period (or the end): a handler that ends within it sends its
+	// whole log with its result.
+	if _, _, ended := c.next(); !ended {
+		select {
+		case <-c.wake:
+		case <-time.After(shipEvery):
+		}
+	}
 	for {
 		if c.isCarried() {
 			return
@@ -320,7 +346,11 @@ func (e *Executor) shipLog(target, traceID string, c *capture) {
 			Lines []logLine `json:"lines"`
 			End   *logEnd   `json:"end,omitempty"`
 		}{lines, end})
+		if !c.beginSend() {
+			return
+		}
 		status := e.postSigned(target, traceID, body)
+		c.endSend()
 		switch {
 		case status == http.StatusOK:
 			failures = 0

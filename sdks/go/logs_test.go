@@ -95,6 +95,25 @@ func TestWhatAHandlerLogsGoesWithTheAnswerInOrderWithTheEnd(t *testing.T) {
 	}
 }
 
+func TestTheRestStaysWithTheShipperWhileABatchIsOnItsWay(t *testing.T) {
+	c := newCapture(DefaultLogBound)
+	c.push(Info, "loading")
+	if !c.beginSend() {
+		t.Fatal("begin")
+	}
+	c.end()
+	if c.takeRest(carryBytes) != nil {
+		t.Fatal("taken while a batch is on its way")
+	}
+	c.endSend()
+	if rest := c.takeRest(carryBytes); rest == nil || len(rest.Lines) != 1 {
+		t.Fatal("not taken once the batch is answered")
+	}
+	if c.beginSend() {
+		t.Fatal("the shipper goes on after the rest was taken")
+	}
+}
+
 func TestALongResultLeavesItsLogToTheShipper(t *testing.T) {
 	if carryRoom(40) != carryBytes || carryRoom(answerBytes-100) != 100 || carryRoom(60*1024) != 0 {
 		t.Fatal("carry room")

@@ -8,15 +8,16 @@
 //! of messages; what comes beyond is counted, and a last line says how much was dropped.
 //!
 //! Ship: a task per execution sends what was logged every [`SHIP_EVERY`] while the handler
-//! runs, one batch at a time and in order, each line numbered so a batch sent again after a
-//! lost answer is stored once. When the handler has finished, the rest goes with the result
-//! ([`Capture::take_rest`]): in the answer to the call, or in the result report, which the
-//! executor sends anyway, so a handler that logs a few lines costs no request of its own.
-//! Only a rest past [`CARRY_BYTES`] is shipped on its own, with the log's end, a share of a
-//! second later. Nothing is sent for a handler that logged nothing. A failed batch is sent
-//! again with a doubling wait (at most [`RETRY_AT_MOST`]), for up to [`GIVE_UP_AFTER`] after
-//! the handler's end; then the log is dropped. Nothing here waits on the handler's path:
-//! logging appends to a buffer under a short lock.
+//! runs (the first batch a period after the start), one batch at a time and in order, each
+//! line numbered so a batch sent again after a lost answer is stored once. When the handler
+//! has finished, the rest goes with the result ([`Capture::take_rest`]): in the answer to the
+//! call, or in the result report, which the executor sends anyway, so a handler that logs a
+//! few lines costs no request of its own. Only a rest past [`CARRY_BYTES`], or one that ends
+//! while a batch is on its way, is shipped on its own, with the log's end, a share of a second
+//! later. Nothing is sent for a handler that logged nothing. A failed batch is sent again with
+//! a doubling wait (at most [`RETRY_AT_MOST`]), for up to [`GIVE_UP_AFTER`] after the
+//! handler's end; then the log is dropped. Nothing here waits on the handler's path: logging
+//! appends to a buffer under a short lock.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -77,6 +78,9 @@ struct Buffer {
     ended: bool,
     /// The rest went with the result: the shipper stops.
     carried: bool,
+    /// A batch is on its way: the rest is not taken meanwhile, since two batches stored at
+    /// once could both hold a line.
+    sending: bool,
 }
 
 /// One execution's log: appended to by the handler, drained by its shipper.
@@ -164,13 +168,14 @@ impl Capture {
     }
 
     /// The rest of an ended log, to go with the result: every line not yet taken by the
-    /// scheduler, and the end. `None` when it is more than `most` bytes serialised (the
-    /// shipper sends it then) or when nothing was logged at all (nothing is sent). Once taken,
-    /// the shipper stops: a batch it has in flight may overlap the rest, and the scheduler
-    /// stores each line once.
+    /// scheduler, and the end. `None` when it is more than `most` bytes serialised, or while
+    /// a batch is on its way (the shipper sends the rest then), or when nothing was logged at
+    /// all (nothing is sent). Once taken, the shipper stops. Batches never overlap in flight:
+    /// the scheduler stores a line once when batches come one after the other, not when two
+    /// holding it are stored at the same moment.
     pub fn take_rest(&self, most: usize) -> Option<Carried> {
         let mut b = self.buffer.lock().expect("log lock");
-        if !b.ended || b.carried {
+        if !b.ended || b.carried || b.sending {
             return None;
         }
         if b.seq == 0 {
@@ -198,6 +203,19 @@ impl Capture {
 
     fn carried(&self) -> bool {
         self.buffer.lock().expect("log lock").carried
+    }
+
+    /// The shipper is about to send a batch: `false` when the rest went with the result
+    /// meanwhile (nothing is sent then).
+    fn begin_send(&self) -> bool {
+        let mut b = self.buffer.lock().expect("log lock");
+        b.sending = !b.carried;
+        b.sending
+    }
+
+    /// The batch's answer came (or did not): the rest may go with the result again.
+    fn end_send(&self) {
+        self.buffer.lock().expect("log lock").sending = false;
     }
 
     /// Forgets the lines the scheduler has taken.
@@ -403,6 +421,14 @@ pub(crate) async fn ship(
     let mut failures = 0u32;
     let mut ended_at: Option<tokio::time::Instant> = None;
     let mut spread = false;
+    // The first batch waits a period (or the end): a handler that ends within it sends its
+    // whole log with its result.
+    if !capture.ended() {
+        tokio::select! {
+            () = capture.wake.notified() => {}
+            () = tokio::time::sleep(SHIP_EVERY) => {}
+        }
+    }
     loop {
         if capture.carried() {
             return;
@@ -434,9 +460,14 @@ pub(crate) async fn ship(
         }
         let last = lines.last().map(|l| l.seq);
         let done = end.is_some();
+        if !capture.begin_send() {
+            return;
+        }
         let body = serde_json::to_vec(&Batch { lines: &lines, end }).expect("a batch serialises");
         let req = crate::runtime::signed_post(&http, secret.as_deref(), &parsed, &trace_id, body);
-        match req.send().await {
+        let answer = req.send().await;
+        capture.end_send();
+        match answer {
             Ok(r) if r.status().is_success() => {
                 failures = 0;
                 if let Some(seq) = last {
@@ -642,6 +673,28 @@ mod tests {
         assert!(
             !capture.carried(),
             "a long result leaves the log to the shipper"
+        );
+    }
+
+    #[test]
+    fn the_rest_stays_with_the_shipper_while_a_batch_is_on_its_way() {
+        let capture = Capture::new(DEFAULT_BOUND);
+        capture.push(Level::INFO, "loading".into());
+        assert!(capture.begin_send());
+        capture.end();
+        assert_eq!(
+            capture.take_rest(CARRY_BYTES),
+            None,
+            "a batch is on its way"
+        );
+        capture.end_send();
+        let rest = capture
+            .take_rest(CARRY_BYTES)
+            .expect("taken once the batch is answered");
+        assert_eq!(rest.0.lines.len(), 1);
+        assert!(
+            !capture.begin_send(),
+            "the shipper stops once the rest is taken"
         );
     }
 

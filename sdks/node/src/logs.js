@@ -4,7 +4,8 @@
 // A handler logs through its context: ctx.log(message, level = 'INFO'). Each execution keeps
 // at most its bound (1 MiB by default, the executor's `logBound`) of messages; what comes
 // beyond is counted, and a last line says how much was dropped. What was logged goes to the
-// scheduler every second while the handler runs, in order, each line numbered so a batch sent
+// scheduler every second while the handler runs (the first batch a second after the start),
+// in order, each line numbered so a batch sent
 // again after a lost answer is stored once. When the handler has finished, the rest goes with
 // the result (`takeRest`): in the answer to the call or in the result report, which the
 // executor sends anyway, so a handler that logs a few lines costs no request of its own. Only
@@ -49,6 +50,9 @@ export class Capture {
     this.ended = false;
     // The rest went with the result: the shipper stops.
     this.carried = false;
+    // A batch is on its way: the rest is not taken meanwhile, since two batches stored at once
+    // could both hold a line.
+    this.sending = false;
     this.wake = null;
   }
 
@@ -93,12 +97,12 @@ export class Capture {
 
   /**
    * The rest of an ended log, to go with the result as its `logs`: every line not yet taken by
-   * the scheduler, and the end. Null when it is more than `most` bytes serialised (the shipper
-   * sends it then) or when nothing was logged (nothing is sent). Once taken, the shipper stops;
-   * a batch it has in flight may overlap the rest, and the scheduler stores each line once.
+   * the scheduler, and the end. Null when it is more than `most` bytes serialised or while a
+   * batch is on its way (the shipper sends it then), or when nothing was logged (nothing is
+   * sent). Once taken, the shipper stops: batches never overlap in flight.
    */
   takeRest(most = CARRY_BYTES) {
-    if (!this.ended || this.carried) return null;
+    if (!this.ended || this.carried || this.sending) return null;
     if (this.seq === 0) {
       this.carried = true;
       return null;
@@ -143,6 +147,9 @@ export async function ship(capture, traceId, post, warn) {
   let failures = 0;
   let endedAt = null;
   let spread = false;
+  // The first batch waits a period (or the end): a handler that ends within it sends its
+  // whole log with its result.
+  if (!capture.ended) await capture.idle(SHIP_EVERY_MS);
   for (;;) {
     if (capture.carried) return;
     if (capture.ended && endedAt === null) endedAt = Date.now();
@@ -160,7 +167,14 @@ export async function ship(capture, traceId, post, warn) {
       continue;
     }
     const body = Buffer.from(JSON.stringify(end ? { lines, end } : { lines }));
-    const status = await post(body);
+    if (capture.carried) return;
+    capture.sending = true;
+    let status;
+    try {
+      status = await post(body);
+    } finally {
+      capture.sending = false;
+    }
     if (status === 200) {
       failures = 0;
       if (lines.length > 0) capture.shipped(lines[lines.length - 1].seq);

@@ -65,6 +65,17 @@ test('what a handler logs goes with the answer in order with the end, and again 
   assert.deepEqual(s.batches, [], 'no request of its own');
 });
 
+test('the rest stays with the shipper while a batch is on its way', () => {
+  const capture = new Capture();
+  capture.push('INFO', 'loading');
+  capture.sending = true;
+  capture.end();
+  assert.equal(capture.takeRest(), null);
+  capture.sending = false;
+  assert.deepEqual(capture.takeRest().lines.map((l) => l.seq), [1]);
+  assert.equal(capture.carried, true);
+});
+
 test('a long result leaves its log to the shipper', () => {
   assert.equal(carryRoom(40), CARRY_BYTES);
   assert.equal(carryRoom(60 * 1024), 0);

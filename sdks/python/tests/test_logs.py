@@ -194,6 +194,17 @@ def test_a_long_result_leaves_its_log_to_the_shipper():
     assert lines_of(scheduler, "w1") == [(1, "INFO", "the summary follows")]
 
 
+def test_the_rest_stays_with_the_shipper_while_a_batch_is_on_its_way():
+    capture = Capture()
+    capture.push("INFO", "loading")
+    assert capture.begin_send()
+    capture.end()
+    assert capture.take_rest() is None, "a batch is on its way"
+    capture.end_send()
+    assert [line["seq"] for line in capture.take_rest()["lines"]] == [1]
+    assert not capture.begin_send(), "the shipper stops once the rest is taken"
+
+
 def test_the_rest_is_taken_once_and_carried_memory_forgets_the_oldest():
     from jobflow_executor.logs import CarriedMemory
     capture = Capture()

@@ -281,6 +281,12 @@ class JobExecutor:
         failures = 0
         ended_at: Optional[float] = None
         spread = False
+        # The first batch waits a period (or the end): a handler that ends within it sends its
+        # whole log with its result.
+        waited = 0.0
+        while not capture.ended and waited < logs.SHIP_EVERY:
+            await asyncio.sleep(0.05)
+            waited += 0.05
         while True:
             if capture.carried:
                 return
@@ -298,9 +304,14 @@ class JobExecutor:
             if not lines and end is None:
                 await asyncio.sleep(logs.SHIP_EVERY if not capture.ended else 0)
                 continue
-            status = await loop.run_in_executor(
-                self._threads,
-                functools.partial(self._post_report, url, trace_id, logs.batch_body(lines, end)))
+            if not capture.begin_send():
+                return
+            try:
+                status = await loop.run_in_executor(
+                    self._threads,
+                    functools.partial(self._post_report, url, trace_id, logs.batch_body(lines, end)))
+            finally:
+                capture.end_send()
             if status == 200:
                 failures = 0
                 if lines:

@@ -7,7 +7,8 @@ context (its task, or its worker thread) are copied into its execution's log, an
 `ctx.log(message, level)`. Each execution keeps at most its bound (1 MiB by default) of
 messages; what comes beyond is counted, and a last line says how much was dropped.
 
-Ship: what was logged goes to the scheduler every second while the handler runs, in order,
+Ship: what was logged goes to the scheduler every second while the handler runs (the first
+batch a second after the start), in order,
 each line numbered so a batch sent again after a lost answer is stored once. When the handler
 has finished, the rest goes with the result (`Capture.take_rest`): in the answer to the call
 or in the result report, which the executor sends anyway, so a handler that logs a few lines
@@ -81,6 +82,9 @@ class Capture:
         self.ended = False
         #: The rest went with the result: the shipper stops.
         self.carried = False
+        #: A batch is on its way: the rest is not taken meanwhile, since two batches stored at
+        #: once could both hold a line.
+        self.sending = False
 
     def push(self, level: str, message: str) -> None:
         message = message[:_LINE_CHARS]
@@ -124,11 +128,10 @@ class Capture:
     def take_rest(self, most: int = CARRY_BYTES) -> Optional[Dict[str, Any]]:
         """The rest of an ended log, to go with the result as its `logs`: every line not yet
         taken by the scheduler, and the end. None when it is more than `most` bytes serialised
-        (the shipper sends it then) or when nothing was logged (nothing is sent). Once taken,
-        the shipper stops; a batch it has in flight may overlap the rest, and the scheduler
-        stores each line once."""
+        or while a batch is on its way (the shipper sends it then), or when nothing was logged
+        (nothing is sent). Once taken, the shipper stops: batches never overlap in flight."""
         with self._lock:
-            if not self.ended or self.carried:
+            if not self.ended or self.carried or self.sending:
                 return None
             if self._seq == 0:
                 self.carried = True
@@ -142,6 +145,17 @@ class Capture:
             self.carried = True
             self._pending = []
             return rest
+
+    def begin_send(self) -> bool:
+        """The shipper is about to send a batch: False when the rest went with the result
+        meanwhile (nothing is sent then)."""
+        with self._lock:
+            self.sending = not self.carried
+            return self.sending
+
+    def end_send(self) -> None:
+        with self._lock:
+            self.sending = False
 
     def shipped(self, through: int) -> None:
         with self._lock:

@@ -41,6 +41,8 @@ final class ExecutionLog {
     private boolean ended;
     /** The rest went with the result: the shipper stops. */
     private boolean carried;
+    /** A batch is on its way: the rest is not taken meanwhile, since two batches stored at once could both hold a line. */
+    private boolean sending;
 
     ExecutionLog(int bound) {
         this.bound = bound;
@@ -76,15 +78,25 @@ final class ExecutionLog {
         return carried;
     }
 
+    /** The shipper is about to send a batch: false when the rest went with the result meanwhile (nothing is sent then). */
+    synchronized boolean beginSend() {
+        sending = !carried;
+        return sending;
+    }
+
+    synchronized void endSend() {
+        sending = false;
+    }
+
     /**
      * The rest of an ended log, to go with the result as its {@code logs}: every line not yet
      * taken by the scheduler, and the end. Null when it is more than {@code most} bytes
-     * serialised (the shipper sends it then) or when nothing was logged (nothing is sent).
-     * Once taken, the shipper stops; a batch it has in flight may overlap the rest, and the
-     * scheduler stores each line once.
+     * serialised or while a batch is on its way (the shipper sends it then), or when nothing
+     * was logged (nothing is sent). Once taken, the shipper stops: batches never overlap in
+     * flight.
      */
     synchronized Map<String, Object> takeRest(int most) {
-        if (!ended || carried) {
+        if (!ended || carried || sending) {
             return null;
         }
         if (seq == 0) {

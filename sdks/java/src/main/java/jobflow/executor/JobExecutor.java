@@ -499,6 +499,9 @@ public final class JobExecutor {
         long endedAt = 0;
         boolean spread = false;
         try {
+            // The first batch waits a period (or the end): a handler that ends within it sends
+            // its whole log with its result.
+            log.idle(1000);
             while (true) {
                 if (log.isCarried()) {
                     return;
@@ -525,7 +528,15 @@ public final class JobExecutor {
                 }
                 @SuppressWarnings("unchecked")
                 List<Map<String, Object>> lines = (List<Map<String, Object>>) batch.get("lines");
-                int status = post(target, traceId, Json.write(batch).getBytes(StandardCharsets.UTF_8));
+                if (!log.beginSend()) {
+                    return;
+                }
+                int status;
+                try {
+                    status = post(target, traceId, Json.write(batch).getBytes(StandardCharsets.UTF_8));
+                } finally {
+                    log.endSend();
+                }
                 if (status == 200) {
                     failures = 0;
                     if (!lines.isEmpty()) {

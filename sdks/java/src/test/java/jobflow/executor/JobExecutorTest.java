@@ -334,6 +334,17 @@ public final class JobExecutorTest {
         }
     }
 
+    static void testTheRestStaysWithTheShipperWhileABatchIsOnItsWay() {
+        ExecutionLog log = new ExecutionLog(ExecutionLog.DEFAULT_BOUND);
+        log.push("INFO", "loading");
+        check(log.beginSend(), "a batch on its way");
+        log.end();
+        check(log.takeRest(ExecutionLog.CARRY_BYTES) == null, "not taken meanwhile");
+        log.endSend();
+        check(log.takeRest(ExecutionLog.CARRY_BYTES) != null, "taken once the batch is answered");
+        check(!log.beginSend(), "the shipper stops once the rest is taken");
+    }
+
     static void testALongResultLeavesItsLogToTheShipper() {
         check(ExecutionLog.carryRoom(40) == ExecutionLog.CARRY_BYTES, "room for a short result");
         check(ExecutionLog.carryRoom(60 * 1024) == 0, "no room past the answer bound");
