@@ -148,6 +148,12 @@ func (c *capture) endSend() {
 	c.sending = false
 }
 
+func (c *capture) isEnded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ended
+}
+
 func (c *capture) isCarried() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -311,7 +317,7 @@ func (e *Executor) shipLog(target, traceID string, c *capture) {
 	spread := false
 	// The first batch waits a period (or the end): a handler that ends within it sends its
 	// whole log with its result.
-	if _, _, ended := c.next(); !ended {
+	if !c.isEnded() {
 		select {
 		case <-c.wake:
 		case <-time.After(shipEvery):

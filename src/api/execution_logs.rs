@@ -19,7 +19,7 @@ use super::auth::{Auth, Viewer};
 use super::error::{ApiError, Problem};
 use super::executions::{authorize_report, execution_not_found};
 use super::extract::{Path, Query, RawBody};
-use crate::jobs::log::{LogBatch, count_stored};
+use crate::jobs::log::LogBatch;
 
 /// Lines per page read, by default and at most.
 const DEFAULT_LIMIT: u32 = 200;
@@ -173,10 +173,8 @@ pub(super) async fn keep(
     let log = batch
         .check(state.clock.now())
         .map_err(|(field, why)| ApiError::field(&format!("{prefix}{field}"), why))?;
-    let bytes = log.bytes();
-    let Some(written) = state.store.append_log(trace_id, log.lines, log.end).await? else {
+    let Some(written) = state.store.append_log(trace_id, log).await? else {
         return Err(execution_not_found(trace_id));
     };
-    count_stored(written, bytes);
     Ok(written)
 }

@@ -42,7 +42,7 @@ use super::verdict::{Outcomes, Verdict};
 use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::discovery::ExecutorInstance;
-use crate::jobs::log::{LogBatch, count_stored};
+use crate::jobs::log::LogBatch;
 use crate::jobs::{
     Execution, ExecutionStatus, InstanceAddr, JobDefinition, RouteStrategy, TriggerType,
 };
@@ -389,11 +389,8 @@ impl Attempts {
                 return tracing::warn!(field, why, "the answer's logs break a rule; not kept");
             }
         };
-        let bytes = log.bytes();
-        match self.logs.append_log(trace_id, log.lines, log.end).await {
-            Ok(Some(written)) => count_stored(written, bytes),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "the answer's logs could not be stored"),
+        if let Err(e) = self.logs.append_log(trace_id, log).await {
+            tracing::warn!(error = %e, "the answer's logs could not be stored");
         }
     }
 

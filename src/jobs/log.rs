@@ -114,12 +114,6 @@ impl CheckedLog {
     }
 }
 
-/// Counts what a batch stored: `written` new lines, of a batch of `bytes` message bytes.
-pub fn count_stored(written: u64, bytes: u64) {
-    metrics::counter!("scheduler_execution_log_lines_total").increment(written);
-    metrics::counter!("scheduler_execution_log_bytes_total").increment(bytes);
-}
-
 impl LogBatch {
     /// The batch as the store takes it, received at `received`; or the field that breaks a
     /// rule and why.

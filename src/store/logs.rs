@@ -31,7 +31,7 @@ use super::conflict;
 use super::sql::{Db, Sql};
 use super::{MULTI_ROW, SqlStore, StoreError};
 
-pub use crate::jobs::log::{LogEnd, LogLine};
+pub use crate::jobs::log::{CheckedLog, LogEnd, LogLine};
 
 /// Lines after a cursor, and the end when the executor has sent it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,15 +42,11 @@ pub struct LogPage {
 
 #[async_trait]
 pub trait LogStore: Send + Sync {
-    /// Stores `lines` of the execution `trace_id` and, when given, its end, atomically and
-    /// durably before it returns. A line stored already (same `seq`) is left as it is. The
-    /// number of lines written; `None` when there is no such execution (nothing is stored).
-    async fn append_log(
-        &self,
-        trace_id: &str,
-        lines: Vec<LogLine>,
-        end: Option<LogEnd>,
-    ) -> Result<Option<u64>, StoreError>;
+    /// Stores the lines of the execution `trace_id` and, when given, its end, atomically and
+    /// durably before it returns, and counts them in the log metrics. A line stored already
+    /// (same `seq`) is left as it is. The number of lines written; `None` when there is no
+    /// such execution (nothing is stored).
+    async fn append_log(&self, trace_id: &str, log: CheckedLog) -> Result<Option<u64>, StoreError>;
     /// The lines numbered after `after`, in order, at most `limit`, with the end.
     async fn read_log(&self, trace_id: &str, after: i64, limit: u32)
     -> Result<LogPage, StoreError>;
@@ -65,17 +61,13 @@ const READ_ROWS: u32 = 16;
 
 #[async_trait]
 impl LogStore for SqlStore {
-    async fn append_log(
-        &self,
-        trace_id: &str,
-        lines: Vec<LogLine>,
-        end: Option<LogEnd>,
-    ) -> Result<Option<u64>, StoreError> {
+    async fn append_log(&self, trace_id: &str, log: CheckedLog) -> Result<Option<u64>, StoreError> {
         let db = self.db.clone();
         let append = Append {
             trace_id: trace_id.to_string(),
-            lines,
-            end,
+            bytes: log.bytes(),
+            lines: log.lines,
+            end: log.end,
         };
         self.log_appends
             .submit(append, move |batch| write_appends(db.clone(), batch))
@@ -131,6 +123,8 @@ impl LogStore for SqlStore {
 /// One execution's batch waiting for its group commit.
 pub(crate) struct Append {
     trace_id: String,
+    /// Message bytes of its lines (what the metrics count).
+    bytes: u64,
     lines: Vec<LogLine>,
     end: Option<LogEnd>,
 }
@@ -139,6 +133,14 @@ pub(crate) struct Append {
 async fn write_appends(db: Db, batch: Vec<Queued<Append, Option<u64>>>) {
     let appends: Vec<&Append> = batch.iter().map(|q| &q.write).collect();
     let answers = conflict::retrying(|| insert_appends(&db, &appends)).await;
+    if let Ok(answers) = &answers {
+        for (append, answer) in appends.iter().zip(answers) {
+            if let Ok(Some(written)) = answer {
+                metrics::counter!("scheduler_execution_log_lines_total").increment(*written);
+                metrics::counter!("scheduler_execution_log_bytes_total").increment(append.bytes);
+            }
+        }
+    }
     answer_all(batch, answers);
 }
 
