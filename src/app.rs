@@ -201,9 +201,13 @@ impl Application {
         let serving = CancellationToken::new();
         let stop_serving = serving.clone();
         let mut server = tokio::spawn(
-            axum::serve(listener, api::router(state.clone()))
-                .with_graceful_shutdown(async move { stop_serving.cancelled().await })
-                .into_future(),
+            axum::serve(
+                listener,
+                api::router(state.clone())
+                    .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move { stop_serving.cancelled().await })
+            .into_future(),
         );
         // A server that ends on its own (it failed) stops the instance too.
         let ended = tokio::select! {

@@ -14,6 +14,7 @@
 //!   work that lost its scheduler or outlived its timeout, retention of old history.
 //! - [`discovery`]: scheduler instances and executor addresses (standalone or Nacos).
 //! - [`config_center`]: jobs as code, followed from a document in the Nacos config centre.
+//! - [`audit`]: the audit trail's entries: who did what, when, to what.
 //! - [`telemetry`]: logging and the Prometheus recorder.
 //! - [`clock`]: the one clock the scheduler reads time from; [`backoff`]: retry delays.
 //! - [`app`]: building and running one instance; [`jobs_cli`]: `jobflow jobs …`, an API
@@ -22,6 +23,7 @@
 pub mod alerts;
 pub mod api;
 pub mod app;
+pub mod audit;
 pub mod backoff;
 pub mod cli;
 pub mod clock;

@@ -10,14 +10,15 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::auth::{Auth, Operator, Viewer};
+use super::auth::{NamespaceParam, Operator, Scoped, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::{Path, ValidJson};
+use crate::audit::AuditAction;
 use crate::jobs::backfill::{
     self, Backfill, BackfillStatus, DEFAULT_PER_SECOND, MAX_FIRES, MAX_PER_SECOND,
     parse_backfill_id,
 };
-use crate::jobs::{FieldError, ScheduleType, new_trace_id, parse_instant};
+use crate::jobs::{FieldError, ScheduleType, local_name, new_trace_id, parse_instant};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -70,7 +71,7 @@ impl From<Backfill> for BackfillView {
     fn from(b: Backfill) -> Self {
         Self {
             backfill_id: b.backfill_id,
-            job_name: b.job_name,
+            job_name: local_name(&b.job_name).to_string(),
             from: b.from,
             to: b.to,
             max_per_second: b.max_per_second,
@@ -103,7 +104,7 @@ fn backfill_not_found(name: &str, id: &str) -> ApiError {
 /// at most `maxPerSecond` a second. Answers at once; follow it with its `backfillId`.
 #[utoipa::path(post, path = "/api/v1/jobs/{name}/backfill", tag = "jobs",
     security(("bearerAuth" = ["operator"])),
-    params(("name" = String, Path, description = "Job name")),
+    params(("name" = String, Path, description = "Job name"), NamespaceParam),
     request_body = BackfillRequest,
     responses(
         (status = 202, description = "The backfill started, or the one started before with this backfillId", body = BackfillView),
@@ -111,7 +112,7 @@ fn backfill_not_found(name: &str, id: &str) -> ApiError {
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn start_backfill(
-    auth: Auth<Operator>,
+    scope: Scoped<Operator>,
     State(state): State<AppState>,
     Path(name): Path<String>,
     ValidJson(req): ValidJson<BackfillRequest>,
@@ -157,13 +158,14 @@ async fn start_backfill(
         id.expect("checked"),
         pace.expect("checked"),
     );
+    let key = scope.job(&name)?;
     let job = state
         .store
-        .get_job(&name)
+        .get_job(key.key())
         .await?
         .ok_or_else(|| ApiError::job_not_found(&name))?;
     // The same key again: the backfill there is, whatever this request says.
-    if let Some(existing) = state.store.get_backfill(&name, &id).await? {
+    if let Some(existing) = state.store.get_backfill(key.key(), &id).await? {
         return Ok((StatusCode::ACCEPTED, axum::Json(existing.into())));
     }
     if job.spec.timing.schedule_type() == ScheduleType::None {
@@ -188,7 +190,7 @@ async fn start_backfill(
         ));
     };
     let b = Backfill {
-        job_name: name,
+        job_name: key.key().to_string(),
         backfill_id: id,
         from,
         to,
@@ -198,46 +200,62 @@ async fn start_backfill(
         next: Some(first),
         status: BackfillStatus::Running,
         created_at: now,
-        created_by: auth.actor().map(str::to_string),
+        created_by: scope.actor().map(str::to_string),
         updated_at: now,
     };
     let (stored, created) = state.store.start_backfill(&b).await?;
     if created {
         tracing::info!(job_name = %stored.job_name, backfill_id = %stored.backfill_id, fires, "backfill started");
+        let detail = serde_json::json!({
+            "backfillId": stored.backfill_id, "from": stored.from, "to": stored.to,
+            "fires": stored.fires, "maxPerSecond": stored.max_per_second,
+        });
+        state
+            .audit(
+                &scope.principal,
+                AuditAction::BackfillStarted,
+                Some(key.namespace()),
+                key.local(),
+                Some(detail),
+            )
+            .await;
     }
     Ok((StatusCode::ACCEPTED, axum::Json(stored.into())))
 }
 
 /// A job's backfills, newest first (at most 50).
 #[utoipa::path(get, path = "/api/v1/jobs/{name}/backfills", tag = "jobs",
-    params(("name" = String, Path, description = "Job name")),
+    params(("name" = String, Path, description = "Job name"), NamespaceParam),
     responses(
         (status = 200, description = "The job's backfills, newest first", body = Vec<BackfillView>),
     ))]
 async fn list_backfills(
-    _: Auth<Viewer>,
+    scope: Scoped<Viewer>,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<axum::Json<Vec<BackfillView>>, ApiError> {
-    let list = state.store.list_backfills(&name, 50).await?;
+    let list = state
+        .store
+        .list_backfills(scope.job(&name)?.key(), 50)
+        .await?;
     Ok(axum::Json(list.into_iter().map(Into::into).collect()))
 }
 
 /// One backfill and how far it got.
 #[utoipa::path(get, path = "/api/v1/jobs/{name}/backfills/{backfillId}", tag = "jobs",
-    params(("name" = String, Path, description = "Job name"), ("backfillId" = String, Path, description = "The backfill's id")),
+    params(("name" = String, Path, description = "Job name"), ("backfillId" = String, Path, description = "The backfill's id"), NamespaceParam),
     responses(
         (status = 200, description = "The backfill", body = BackfillView),
         (status = 404, description = "No such backfill", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_backfill(
-    _: Auth<Viewer>,
+    scope: Scoped<Viewer>,
     State(state): State<AppState>,
     Path((name, id)): Path<(String, String)>,
 ) -> Result<axum::Json<BackfillView>, ApiError> {
     let b = state
         .store
-        .get_backfill(&name, &id)
+        .get_backfill(scope.job(&name)?.key(), &id)
         .await?
         .ok_or_else(|| backfill_not_found(&name, &id))?;
     Ok(axum::Json(b.into()))
@@ -247,20 +265,37 @@ async fn get_backfill(
 /// has ended is answered as it is.
 #[utoipa::path(post, path = "/api/v1/jobs/{name}/backfills/{backfillId}/cancel", tag = "jobs",
     security(("bearerAuth" = ["operator"])),
-    params(("name" = String, Path, description = "Job name"), ("backfillId" = String, Path, description = "The backfill's id")),
+    params(("name" = String, Path, description = "Job name"), ("backfillId" = String, Path, description = "The backfill's id"), NamespaceParam),
     responses(
         (status = 200, description = "The backfill after the cancel", body = BackfillView),
         (status = 404, description = "No such backfill", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn cancel_backfill(
-    _: Auth<Operator>,
+    scope: Scoped<Operator>,
     State(state): State<AppState>,
     Path((name, id)): Path<(String, String)>,
 ) -> Result<axum::Json<BackfillView>, ApiError> {
+    let key = scope.job(&name)?;
+    let running = state
+        .store
+        .get_backfill(key.key(), &id)
+        .await?
+        .is_some_and(|b| b.status == BackfillStatus::Running);
     let b = state
         .store
-        .cancel_backfill(&name, &id, state.clock.now())
+        .cancel_backfill(key.key(), &id, state.clock.now())
         .await?
         .ok_or_else(|| backfill_not_found(&name, &id))?;
+    if running && b.status == BackfillStatus::Cancelled {
+        state
+            .audit(
+                &scope.principal,
+                AuditAction::BackfillCancelled,
+                Some(key.namespace()),
+                key.local(),
+                Some(serde_json::json!({"backfillId": b.backfill_id, "done": b.done})),
+            )
+            .await;
+    }
     Ok(axum::Json(b.into()))
 }

@@ -15,20 +15,23 @@
 
 use serde_json::{Map, Value, json};
 
+use super::audit;
 use super::execution_search::MAX_EXECUTOR_LEN;
 use super::executions::MAX_REPORT_MESSAGE;
 use super::jobs::{MAX_FILTER_LEN, MAX_FIRE_TIMES};
+use super::tokens::{MAX_TOKEN_NAME, MAX_TOKEN_NAMESPACES, TOKEN_NAME_PATTERN};
 use super::{MAX_PAGE, MAX_PAGE_SIZE};
 use crate::jobs::log::{LEVELS, MAX_BATCH_LINES, MAX_LINE_CHARS, MAX_SAFE_INTEGER};
 use crate::jobs::{
     ChannelName, CronSchedule, JobName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, MAX_DESCRIPTION,
-    MAX_RETRY, MAX_SERVICE_GROUP, MAX_SHARD_COUNT, MAX_TIMEOUT_SECONDS, PathSegment,
+    MAX_RETRY, MAX_SERVICE_GROUP, MAX_SHARD_COUNT, MAX_TIMEOUT_SECONDS, Namespace, PathSegment,
     SERVICE_GROUP_PATTERN, backfill,
 };
 
 /// The request body schemas whose Rust types refuse unknown fields.
-const CLOSED_SCHEMAS: [&str; 9] = [
+const CLOSED_SCHEMAS: [&str; 10] = [
     "BackfillRequest",
+    "TokenRequest",
     "LogBatch",
     "ShippedEnd",
     "ShippedLine",
@@ -44,9 +47,6 @@ const CLOSED_SCHEMAS: [&str; 9] = [
 const CREATE_SCHEMA: &str = "JobCreateRequest";
 /// The body of `PATCH /api/v1/jobs/{name}`: a merge patch of a `JobRequest`.
 const PATCH_SCHEMA: &str = "JobPatch";
-
-/// Operations that never touch the database, so never answer 503.
-const WITHOUT_DATABASE: [&str; 2] = ["/api/v1/cron/next-fire-times", "/api/v1/auth/me"];
 
 /// The completed document (see the module documentation).
 pub fn document(doc: utoipa::openapi::OpenApi) -> Value {
@@ -138,6 +138,17 @@ fn property_rules() -> Vec<(&'static str, &'static str, Value)> {
             }),
         ),
         ("JobRequest", "calendar", config_name_rule()),
+        ("JobRequest", "namespace", namespace_rule()),
+        (
+            "TokenRequest",
+            "name",
+            json!({"minLength": 1, "maxLength": MAX_TOKEN_NAME, "pattern": TOKEN_NAME_PATTERN}),
+        ),
+        (
+            "TokenRequest",
+            "namespaces",
+            json!({"maxItems": MAX_TOKEN_NAMESPACES, "items": namespace_rule()}),
+        ),
         (
             "BackfillRequest",
             "backfillId",
@@ -196,7 +207,20 @@ fn param_rules() -> Vec<(&'static str, Value)> {
         ("serviceName", json!({"maxLength": MAX_FILTER_LEN})),
         ("calendar", config_name_rule()),
         ("namePrefix", json!({"maxLength": MAX_FILTER_LEN})),
+        ("namespace", namespace_rule()),
+        (
+            "actor",
+            json!({"minLength": 1, "maxLength": audit::MAX_FILTER_LEN}),
+        ),
+        (
+            "target",
+            json!({"minLength": 1, "maxLength": audit::MAX_FILTER_LEN}),
+        ),
     ]
+}
+
+fn namespace_rule() -> Value {
+    json!({"minLength": 1, "maxLength": Namespace::MAX_LEN, "pattern": Namespace::PATTERN})
 }
 
 /// A name from configuration: an alert channel's or a calendar's.
@@ -344,7 +368,9 @@ fn add_problem_responses(doc: &mut Value) {
                 })
             })
         });
-        let uses_db = path.starts_with("/api/v1/") && !WITHOUT_DATABASE.contains(&path);
+        // Every API operation may read the database: a token created through the API is
+        // looked up there.
+        let uses_db = path.starts_with("/api/v1/");
         let statuses = [
             (
                 "400",

@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::auth::{Auth, Viewer};
+use super::auth::{Caller, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::Query;
 use super::jobs::NextFireTimes;
@@ -50,7 +50,7 @@ pub struct PreviewParams {
         (status = 400, description = "Invalid schedule, time zone, count or calendar; `errors` names the fields", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn preview(
-    _: Auth<Viewer>,
+    _: Caller<Viewer>,
     State(state): State<AppState>,
     Query(p): Query<PreviewParams>,
 ) -> Result<axum::Json<NextFireTimes>, ApiError> {

@@ -15,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::auth::{Auth, Viewer};
+use super::auth::{Scoped, Viewer};
 use super::error::{ApiError, Problem};
 use super::executions::{authorize_report, execution_not_found};
 use super::extract::{Path, Query, RawBody};
@@ -60,6 +60,9 @@ pub struct LogRead {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct LogParams {
+    /// The namespace (1-40 of `a-z 0-9 -`); absent: `default`.
+    #[allow(dead_code)] // read by `Scoped`
+    namespace: Option<String>,
     /// A `next` of an earlier answer; from the first line when absent.
     #[param(pattern = "^[0-9]{0,18}$")]
     after: Option<String>,
@@ -78,7 +81,7 @@ pub struct LogParams {
         (status = 404, description = "No such execution", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn read_log(
-    _: Auth<Viewer>,
+    scope: Scoped<Viewer>,
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
     Query(params): Query<LogParams>,
@@ -97,11 +100,7 @@ async fn read_log(
             format!("must be between 1 and {MAX_LIMIT}"),
         ));
     }
-    let execution = state
-        .store
-        .get_execution(&trace_id)
-        .await?
-        .ok_or_else(|| execution_not_found(&trace_id))?;
+    let execution = super::executions::execution_in(&state, &scope, &trace_id).await?;
     let page = state.store.read_log(&trace_id, after, limit).await?;
     let next = page.lines.last().map_or(after, |l| l.seq);
     let complete = execution.status.is_final()
@@ -156,7 +155,7 @@ async fn ship_log(
     parts: axum::http::request::Parts,
     RawBody(body): RawBody,
 ) -> Result<axum::Json<LogAck>, ApiError> {
-    authorize_report(&state, &parts, &trace_id, &body)?;
+    authorize_report(&state, &parts, &trace_id, &body).await?;
     let batch: LogBatch = super::extract::parse_json(&parts.headers, &body)?;
     let written = keep(&state, &trace_id, batch, "").await?;
     Ok(axum::Json(LogAck { written }))

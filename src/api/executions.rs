@@ -6,13 +6,14 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::auth::{Auth, Operator, Viewer};
+use super::auth::{AuthError, NamespaceParam, Operator, RequiredRole, Scoped, Viewer};
 use super::error::{ApiError, Problem};
 use super::extract::{Path, Query, RawBody};
 use super::page::Page;
 use super::{AppState, PageParams};
+use crate::audit::AuditAction;
 use crate::jobs::log::LogBatch;
-use crate::jobs::{Execution, ExecutionStatus, choose};
+use crate::jobs::{Execution, ExecutionStatus, Namespace, choose, local_name};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -28,6 +29,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ExecutionListParams {
+    /// The namespace (1-40 of `a-z 0-9 -`); absent: `default`.
+    #[allow(dead_code)] // read by `Scoped`
+    namespace: Option<String>,
     /// Zero-based page number.
     page: Option<u32>,
     /// Page size, 1..=200 (default 20).
@@ -48,7 +52,7 @@ pub struct ExecutionListParams {
         (status = 404, description = "No such job (never created, or deleted)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_executions(
-    _: Auth<Viewer>,
+    scope: Scoped<Viewer>,
     State(state): State<AppState>,
     Path(name): Path<String>,
     Query(p): Query<ExecutionListParams>,
@@ -63,36 +67,47 @@ async fn list_executions(
         .map(|s| choose::<ExecutionStatus>(&s))
         .transpose()
         .map_err(|m| ApiError::field("status", m))?;
-    if state.store.get_job(&name).await?.is_none() {
+    let key = scope.job(&name)?;
+    if state.store.get_job(key.key()).await?.is_none() {
         return Err(ApiError::job_not_found(&name));
     }
-    let found = state.store.list_executions(&name, status, page).await?;
+    let found = state.store.list_executions(key.key(), status, page).await?;
     Ok(axum::Json(Page::of(found, page, |e| e)))
 }
 
 /// One execution by its trace id.
 #[utoipa::path(get, path = "/api/v1/jobs/executions/{traceId}", tag = "executions",
-    params(("traceId" = String, Path, description = "Trace id of the execution")),
+    params(("traceId" = String, Path, description = "Trace id of the execution"), NamespaceParam),
     responses(
         (status = 200, description = "The execution", body = Execution),
         (status = 404, description = "No such execution", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_execution(
-    _: Auth<Viewer>,
+    scope: Scoped<Viewer>,
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
 ) -> Result<axum::Json<Execution>, ApiError> {
-    let e = state
+    Ok(axum::Json(execution_in(&state, &scope, &trace_id).await?))
+}
+
+/// The execution `trace_id` when its job is in the request's namespace; an execution of
+/// another namespace is answered 404 like one that does not exist.
+pub(super) async fn execution_in<R: RequiredRole>(
+    state: &AppState,
+    scope: &Scoped<R>,
+    trace_id: &str,
+) -> Result<Execution, ApiError> {
+    state
         .store
-        .get_execution(&trace_id)
+        .get_execution(trace_id)
         .await?
-        .ok_or_else(|| execution_not_found(&trace_id))?;
-    Ok(axum::Json(e))
+        .filter(|e| scope.holds(&e.job_name))
+        .ok_or_else(|| execution_not_found(trace_id))
 }
 
 /// A report is accepted with a valid, fresh executor signature over this request, or with an
-/// operator token.
-pub(super) fn authorize_report(
+/// operator token that may act in the execution's namespace.
+pub(super) async fn authorize_report(
     state: &AppState,
     parts: &axum::http::request::Parts,
     trace_id: &str,
@@ -125,18 +140,33 @@ pub(super) fn authorize_report(
     if signed.is_some() {
         return Ok(());
     }
-    state
+    let principal = state
         .tokens
-        .authorize(parts, crate::config::Role::Operator)
-        .map(|_| ())
+        .authorize(parts, crate::config::Role::Operator, state.store.as_ref())
+        .await
         .map_err(|e| match e {
-            super::auth::AuthError::Unauthenticated => ApiError::Unauthorized(
+            AuthError::Unauthenticated => ApiError::Unauthorized(
                 "a valid executor signature or operator token is required".into(),
             ),
-            super::auth::AuthError::Forbidden(_) => ApiError::Forbidden(
+            AuthError::Forbidden(_) => ApiError::Forbidden(
                 "reporting results needs the operator role or an executor signature".into(),
             ),
-        })
+            other => ApiError::Unavailable(format!("{other:?}")),
+        })?;
+    if principal.unrestricted() {
+        return Ok(());
+    }
+    // A token of some namespaces reports only for their executions.
+    let namespace = state
+        .store
+        .get_execution(trace_id)
+        .await?
+        .map(|e| e.namespace)
+        .ok_or_else(|| execution_not_found(trace_id))?;
+    match Namespace::parse(&namespace) {
+        Ok(ns) if principal.may_act_in(&ns) => Ok(()),
+        _ => Err(execution_not_found(trace_id)),
+    }
 }
 
 pub fn execution_not_found(trace_id: &str) -> ApiError {
@@ -166,7 +196,7 @@ pub struct TriggerRequest {
 /// (kept by its retries) and executor.
 #[utoipa::path(post, path = "/api/v1/jobs/{name}/trigger", tag = "executions",
     security(("bearerAuth" = ["operator"])),
-    params(("name" = String, Path, description = "Job name")),
+    params(("name" = String, Path, description = "Job name"), NamespaceParam),
     request_body(content = Option<TriggerRequest>, description = "Optional: this run's jobParams and executor"),
     responses(
         (status = 200, description = "The executions created, one per shard range (SKIPPED ones were not called)", body = Vec<Execution>),
@@ -175,7 +205,7 @@ pub struct TriggerRequest {
         (status = 409, description = "`executor` is not a live instance of the job's service", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn trigger_job(
-    _: Auth<Operator>,
+    scope: Scoped<Operator>,
     State(state): State<AppState>,
     Path(name): Path<String>,
     parts: axum::http::request::Parts,
@@ -197,32 +227,60 @@ async fn trigger_job(
         .map(crate::discovery::InstanceAddr::parse)
         .transpose()
         .map_err(|e| ApiError::field("executor", e))?;
+    let key = scope.job(&name)?;
+    let detail = serde_json::json!({"jobParams": request.job_params, "executor": request.executor});
     let options = crate::dispatch::TriggerOptions {
         job_params: request.job_params,
         executor,
     };
-    Ok(axum::Json(
-        state.dispatcher.operator().trigger(&name, options).await?,
-    ))
+    let rows = state
+        .dispatcher
+        .operator()
+        .trigger(key.key(), options)
+        .await?;
+    let mut detail = detail;
+    detail["traceIds"] = rows.iter().map(|e| e.trace_id.clone()).collect();
+    state
+        .audit(
+            &scope.principal,
+            AuditAction::JobTriggered,
+            Some(key.namespace()),
+            key.local(),
+            Some(detail),
+        )
+        .await;
+    Ok(axum::Json(rows))
 }
 
 /// Run a finished execution's shard range again as a new RETRY execution.
 #[utoipa::path(post, path = "/api/v1/jobs/executions/{traceId}/retry", tag = "executions",
     security(("bearerAuth" = ["operator"])),
-    params(("traceId" = String, Path, description = "Trace id of the execution to retry")),
+    params(("traceId" = String, Path, description = "Trace id of the execution to retry"), NamespaceParam),
     responses(
         (status = 200, description = "The new execution", body = Execution),
         (status = 404, description = "No such execution, or its job was deleted", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The execution has not finished", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn retry_execution(
-    _: Auth<Operator>,
+    scope: Scoped<Operator>,
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
 ) -> Result<axum::Json<Execution>, ApiError> {
-    Ok(axum::Json(
-        state.dispatcher.operator().retry(&trace_id).await?,
-    ))
+    let old = execution_in(&state, &scope, &trace_id).await?;
+    let new = state.dispatcher.operator().retry(&trace_id).await?;
+    state
+        .audit(
+            &scope.principal,
+            AuditAction::ExecutionRetried,
+            Some(&old.namespace),
+            &trace_id,
+            Some(serde_json::json!({
+                "jobName": local_name(&old.job_name),
+                "traceId": new.trace_id,
+            })),
+        )
+        .await;
+    Ok(axum::Json(new))
 }
 
 /// The longest result message a report may carry, in characters.
@@ -233,7 +291,7 @@ pub const MAX_REPORT_MESSAGE: usize = 4000;
 /// executor answered is in the execution's `errorMessage`.
 #[utoipa::path(post, path = "/api/v1/jobs/executions/{traceId}/cancel", tag = "executions",
     security(("bearerAuth" = ["operator"])),
-    params(("traceId" = String, Path, description = "Trace id of the execution to cancel")),
+    params(("traceId" = String, Path, description = "Trace id of the execution to cancel"), NamespaceParam),
     responses(
         (status = 200, description = "The cancelled execution", body = Execution),
         (status = 401, description = "No or unknown token", body = Problem, content_type = "application/problem+json"),
@@ -243,17 +301,29 @@ pub const MAX_REPORT_MESSAGE: usize = 4000;
         (status = 503, description = "The scheduler is shutting down", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn cancel_execution(
-    auth: Auth<Operator>,
+    scope: Scoped<Operator>,
     State(state): State<AppState>,
     Path(trace_id): Path<String>,
 ) -> Result<axum::Json<Execution>, ApiError> {
-    Ok(axum::Json(
-        state
-            .dispatcher
-            .operator()
-            .cancel(&trace_id, auth.actor())
-            .await?,
-    ))
+    let old = execution_in(&state, &scope, &trace_id).await?;
+    let cancelled = state
+        .dispatcher
+        .operator()
+        .cancel(&trace_id, scope.actor())
+        .await?;
+    state
+        .audit(
+            &scope.principal,
+            AuditAction::ExecutionCancelled,
+            Some(&old.namespace),
+            &trace_id,
+            Some(serde_json::json!({
+                "jobName": local_name(&old.job_name),
+                "status": old.status,
+            })),
+        )
+        .await;
+    Ok(axum::Json(cancelled))
 }
 
 /// The final status an executor's SDK reports, when it knows more than success or failure.
@@ -302,7 +372,7 @@ async fn report_result(
     parts: axum::http::request::Parts,
     RawBody(body): RawBody,
 ) -> Result<axum::Json<Execution>, ApiError> {
-    authorize_report(&state, &parts, &trace_id, &body)?;
+    authorize_report(&state, &parts, &trace_id, &body).await?;
     let report: ResultReport = super::extract::parse_json(&parts.headers, &body)?;
     if report
         .message

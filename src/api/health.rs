@@ -77,7 +77,8 @@ async fn prometheus(
     if state.tokens.protect_metrics {
         state
             .tokens
-            .authorize(&parts, crate::config::Role::Viewer)?;
+            .authorize(&parts, crate::config::Role::Viewer, state.store.as_ref())
+            .await?;
     }
     Ok((
         [(

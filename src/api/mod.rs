@@ -1,6 +1,7 @@
 //! The REST API (docs/api.md): JSON in camelCase, errors as problem+json, OpenAPI generated
 //! from the handlers and served with Swagger UI from the binary.
 
+pub(crate) mod audit;
 pub mod auth;
 mod backfills;
 mod cluster;
@@ -18,6 +19,7 @@ mod jobs;
 mod overview;
 mod page;
 mod session;
+pub(crate) mod tokens;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -85,6 +87,27 @@ impl AppState {
         self.job_changes.notify_one();
     }
 
+    /// Records what `actor` did in the audit trail (see [`crate::audit`]): after the change,
+    /// never failing it.
+    pub async fn audit(
+        &self,
+        actor: &auth::Principal,
+        action: crate::audit::AuditAction,
+        namespace: Option<&str>,
+        target: &str,
+        detail: Option<serde_json::Value>,
+    ) {
+        let entry = crate::audit::AuditEntry {
+            at: self.clock.now(),
+            actor: actor.actor().to_string(),
+            action,
+            namespace: namespace.map(str::to_string),
+            target: target.to_string(),
+            detail,
+        };
+        crate::audit::record(self.store.as_ref(), &entry).await;
+    }
+
     /// `UP` or `DOWN: reason` for the readiness check.
     pub fn discovery_status(&self) -> String {
         match self.discovery.status() {
@@ -148,7 +171,7 @@ impl utoipa::Modify for BearerAuth {
         (name = "executions", description = "Executions: history, trigger, retry"),
         (name = "cluster", description = "Scheduler instances and job ownership"),
         (name = "health", description = "Health and metrics"),
-        (name = "auth", description = "The caller's identity and role"),
+        (name = "auth", description = "The caller's identity and role, API tokens, the audit trail"),
     )
 )]
 struct ApiDoc;
@@ -171,6 +194,8 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(overview::router())
         .merge(executors::router())
         .merge(session::router())
+        .merge(tokens::router())
+        .merge(audit::router())
 }
 
 /// The complete HTTP application.

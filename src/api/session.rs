@@ -18,7 +18,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// A role as the API names it; each includes the ones before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RoleName {
     /// Reads jobs, executions and the cluster.
@@ -44,9 +44,12 @@ impl From<Role> for RoleName {
 pub struct Me {
     /// `false` when the API takes no tokens (everyone acts as admin).
     pub auth_enabled: bool,
-    /// The token's name from `auth.tokens` (null when authentication is off).
+    /// The token's name (from `auth.tokens` or `/api/v1/tokens`), or the user a trusted proxy
+    /// named; null when authentication is off.
     pub name: Option<String>,
     pub role: RoleName,
+    /// The namespaces the caller may act in; null: every namespace.
+    pub namespaces: Option<Vec<String>>,
 }
 
 /// The caller: the name and role of the bearer token, or admin when authentication is off.
@@ -56,10 +59,16 @@ pub struct Me {
         (status = 401, description = "Missing or unknown token", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn me(State(state): State<AppState>, parts: Parts) -> Result<axum::Json<Me>, AuthError> {
-    let principal = state.tokens.authorize(&parts, Role::Viewer)?;
+    let principal = state
+        .tokens
+        .authorize(&parts, Role::Viewer, state.store.as_ref())
+        .await?;
     Ok(axum::Json(Me {
         auth_enabled: state.tokens.enabled(),
-        name: principal.name,
         role: principal.role.into(),
+        namespaces: principal
+            .namespaces
+            .map(|list| list.iter().map(ToString::to_string).collect()),
+        name: principal.name,
     }))
 }

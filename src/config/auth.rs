@@ -34,6 +34,118 @@ pub struct TokenSettings {
     pub token_sha256: Option<String>,
     pub token_env: Option<String>,
     pub token_file: Option<PathBuf>,
+    /// The namespaces the token may act in; absent: every namespace.
+    pub namespaces: Option<Vec<String>>,
+}
+
+/// `[auth.proxy]`: who a request comes from, as an authenticating proxy in front of JobFlow
+/// (oauth2-proxy and the like) says in a header. Only requests whose peer address is one of
+/// `trusted` are believed; from anywhere else the header is ignored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxySettings {
+    /// The header holding the user's name (oauth2-proxy: `X-Forwarded-User`, or
+    /// `X-Forwarded-Email`).
+    pub header: String,
+    /// The header holding the user's groups, comma-separated (oauth2-proxy:
+    /// `X-Forwarded-Groups`); optional.
+    pub groups_header: Option<String>,
+    /// The proxies' addresses: IP addresses or CIDR blocks (`10.0.0.0/8`).
+    pub trusted: Vec<String>,
+    /// Users by name, and their role.
+    pub users: std::collections::BTreeMap<String, Role>,
+    /// Groups by name, and their role; a user in several gets the highest.
+    pub groups: std::collections::BTreeMap<String, Role>,
+    /// The role of a user the proxy vouches for who is in neither map; absent: such a user is
+    /// refused (401).
+    pub default_role: Option<Role>,
+}
+
+impl ProxySettings {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.header.is_empty() {
+            return Err(invalid("auth.proxy.header", "is required".to_string()));
+        }
+        for h in std::iter::once(&self.header).chain(&self.groups_header) {
+            axum::http::HeaderName::try_from(h.as_str())
+                .map_err(|_| invalid("auth.proxy", format!("`{h}` is not a valid header name")))?;
+        }
+        if self.trusted.is_empty() {
+            return Err(invalid(
+                "auth.proxy.trusted",
+                "must list the proxies' addresses".to_string(),
+            ));
+        }
+        for t in &self.trusted {
+            IpBlock::parse(t).map_err(|m| invalid("auth.proxy.trusted", format!("`{t}`: {m}")))?;
+        }
+        Ok(())
+    }
+
+    /// The trusted blocks (checked by [`ProxySettings::validate`]).
+    pub fn trusted_blocks(&self) -> Vec<IpBlock> {
+        self.trusted
+            .iter()
+            .filter_map(|t| IpBlock::parse(t).ok())
+            .collect()
+    }
+}
+
+/// An IP address, or a CIDR block of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpBlock {
+    addr: std::net::IpAddr,
+    prefix: u8,
+}
+
+impl IpBlock {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let (addr, prefix) = match raw.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (raw, None),
+        };
+        let addr: std::net::IpAddr = addr
+            .trim()
+            .parse()
+            .map_err(|_| "not an IP address".to_string())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("the prefix length must be 0 to {max}"))?,
+        };
+        Ok(Self { addr, prefix })
+    }
+
+    /// Whether `ip` is in the block (an IPv4 address mapped into IPv6 counts as IPv4).
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        let keep = |width: u32| -> u128 {
+            match u32::from(self.prefix) {
+                0 => 0,
+                p => (u128::MAX >> (128 - width)) & !((1u128 << (width - p)) - 1),
+            }
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                let mask = keep(32);
+                u128::from(u32::from(a)) & mask == u128::from(u32::from(b)) & mask
+            }
+            (IpAddr::V6(a), IpAddr::V6(b)) => {
+                let mask = keep(128);
+                u128::from(a) & mask == u128::from(b) & mask
+            }
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -45,6 +157,8 @@ pub struct AuthSettings {
     pub tokens: Vec<TokenSettings>,
     /// Require a viewer token for `/metrics` too.
     pub protect_metrics: bool,
+    /// Trust an authenticating proxy's identity header (absent: no proxy is trusted).
+    pub proxy: Option<ProxySettings>,
 }
 
 impl Default for AuthSettings {
@@ -53,6 +167,7 @@ impl Default for AuthSettings {
             enabled: true,
             tokens: Vec::new(),
             protect_metrics: false,
+            proxy: None,
         }
     }
 }
@@ -86,7 +201,18 @@ impl AuthSettings {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(proxy) = &self.proxy {
+            proxy.validate()?;
+        }
         for (i, t) in self.tokens.iter().enumerate() {
+            for ns in t.namespaces.iter().flatten() {
+                crate::jobs::Namespace::parse(ns).map_err(|m| {
+                    invalid(
+                        "auth.tokens",
+                        format!("token `{}`: namespace `{ns}` {m}", t.name),
+                    )
+                })?;
+            }
             if t.name.is_empty() || t.name.len() > 100 {
                 return Err(invalid(
                     "auth.tokens",

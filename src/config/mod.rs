@@ -29,7 +29,7 @@ use figment::providers::{Format, Toml};
 use serde::{Deserialize, Serialize};
 
 pub use alerts::{AlertsSettings, ChannelKind, ChannelSettings};
-pub use auth::{AuthSettings, Role, TokenSettings};
+pub use auth::{AuthSettings, IpBlock, ProxySettings, Role, TokenSettings};
 pub use calendars::CalendarSettings;
 pub use compensation::CompensationSettings;
 pub use database::DatabaseSettings;
@@ -211,6 +211,7 @@ impl Settings {
         self.calendars()?;
         if self.auth.enabled
             && self.auth.tokens.is_empty()
+            && self.auth.proxy.is_none()
             && self.discovery.mode == DiscoveryMode::Nacos
         {
             return Err(invalid(

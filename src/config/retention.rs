@@ -1,4 +1,5 @@
-//! `[retention]`: how long executions are kept; the purge is `leader::retention`.
+//! `[retention]`: how long executions and the audit trail are kept; the purge is
+//! `leader::retention`.
 
 use std::num::{NonZeroU32, NonZeroU64};
 
@@ -13,6 +14,8 @@ pub struct RetentionSettings {
     pub execution_days: u32,
     /// At most this many executions are kept per job (the newest); 0 means no cap.
     pub max_executions_per_job: u32,
+    /// Audit entries older than this many days are deleted; 0 keeps them forever.
+    pub audit_days: u32,
     /// How often the leader purges.
     pub interval_seconds: NonZeroU64,
     /// Rows per DELETE statement.
@@ -28,6 +31,7 @@ impl Default for RetentionSettings {
         Self {
             execution_days: 30,
             max_executions_per_job: 0,
+            audit_days: 365,
             interval_seconds: NonZeroU64::new(600).expect("non-zero"),
             chunk_size: NonZeroU32::new(1000).expect("non-zero"),
             pause_factor: 8,
@@ -48,6 +52,12 @@ impl RetentionSettings {
             return Err(invalid(
                 "retention.execution_days",
                 format!("must be at most {MAX_DAYS} (0 keeps executions forever)"),
+            ));
+        }
+        if self.audit_days > MAX_DAYS {
+            return Err(invalid(
+                "retention.audit_days",
+                format!("must be at most {MAX_DAYS} (0 keeps the audit trail forever)"),
             ));
         }
         if self.chunk_size.get() > MAX_CHUNK {

@@ -44,7 +44,7 @@ use crate::clock::Clock;
 use crate::discovery::ExecutorInstance;
 use crate::jobs::log::LogBatch;
 use crate::jobs::{
-    Execution, ExecutionStatus, InstanceAddr, JobDefinition, RouteStrategy, TriggerType,
+    Execution, ExecutionStatus, InstanceAddr, JobDefinition, Namespace, RouteStrategy, TriggerType,
 };
 use crate::store::{Applied, ExecutionStore, Follow, JobStore, LogStore, Transition};
 
@@ -319,7 +319,12 @@ impl Attempts {
             let outcome = {
                 let _busy = self.admission.enter(instance.addr.as_str());
                 self.client
-                    .call(instance, job.spec.handler.as_str(), &request)
+                    .call(
+                        instance,
+                        job.spec.handler.as_str(),
+                        Some(job.name().namespace()).filter(|ns| *ns != Namespace::DEFAULT),
+                        &request,
+                    )
                     .await
             };
             let told = match &outcome {

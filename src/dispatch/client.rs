@@ -136,11 +136,12 @@ impl ExecutorClient {
     }
 
     /// Calls `handler` on `instance` for `request`, waiting up to the job's timeout plus
-    /// [`ANSWER_GRACE`].
+    /// [`ANSWER_GRACE`]. `namespace` is the job's when it is not `default`.
     pub async fn call(
         &self,
         instance: &ExecutorInstance,
         handler: &str,
+        namespace: Option<&str>,
         request: &ExecutorRequest,
     ) -> CallOutcome {
         let base = format!("http://{}", instance.addr);
@@ -172,6 +173,10 @@ impl ExecutorClient {
                 headers::TRACEPARENT,
                 format!("00-{}-{span_id:016x}-01", r.trace_id),
             );
+        let req = match namespace {
+            Some(ns) => req.header(headers::JOB_NAMESPACE, ns),
+            None => req,
+        };
         let req = self.signed(req, "POST", &path, &r.trace_id, &body);
         let no_answer =
             || CallOutcome::NoAnswer(format!("no answer within {}s", timeout.as_secs()));
@@ -246,7 +251,8 @@ pub fn executor_request(e: &Execution, job: &JobDefinition, report_url: String) 
     ExecutorRequest {
         trace_id: e.trace_id.clone(),
         execution_id: e.execution_id.clone(),
-        job_name: e.job_name.clone(),
+        // The executor knows the job by its name; the namespace goes in its own header.
+        job_name: crate::jobs::local_name(&e.job_name).to_string(),
         handler: spec.handler.to_string(),
         trigger_type: e.trigger_type.as_str().to_string(),
         fire_time: e.fire_time,

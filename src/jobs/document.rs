@@ -106,7 +106,7 @@ impl JobDocument {
             let mut starts_at_creation = false;
             let parsed = request(entry).and_then(|req| {
                 starts_at_creation = req.starts_at_creation();
-                JobSpec::parse(req, None, default_tz, now)
+                JobSpec::parse(req, None, None, default_tz, now)
             });
             match parsed {
                 Ok(spec) => {

@@ -262,6 +262,7 @@ impl NewExecution {
             id,
             execution_id: self.execution_id,
             trace_id: self.trace_id,
+            namespace: super::Namespace::of_key(&self.job_name).to_string(),
             job_name: self.job_name,
             trigger_type: self.trigger_type,
             fire_time: self.fire_time.trunc_subsecs(3),
@@ -292,7 +293,12 @@ pub struct Execution {
     pub id: i64,
     pub execution_id: String,
     pub trace_id: String,
+    /// The job's name within its namespace. (In the scheduler this field holds the job's key,
+    /// `namespace/name` outside `default`: see `JobName`.)
+    #[serde(serialize_with = "super::name::serialize_local")]
     pub job_name: String,
+    /// The job's namespace.
+    pub namespace: String,
     pub trigger_type: TriggerType,
     /// The scheduled instant this execution belongs to (UTC).
     pub fire_time: DateTime<Utc>,
@@ -350,6 +356,7 @@ impl Execution {
             execution_id: "j:20261130120000:0-0".into(),
             trace_id: "t".into(),
             job_name: "j".into(),
+            namespace: "default".into(),
             trigger_type: TriggerType::Cron,
             fire_time: now,
             scheduler_instance: None,

@@ -38,7 +38,7 @@ pub use execution::{
     first_attempt_id, new_trace_id, rerun_execution_id, retry_execution_id, scheduled_fire_key,
     triggered_execution_id,
 };
-pub use name::{JobName, PathSegment, percent_encoded};
+pub use name::{JobName, Namespace, PathSegment, local_name, percent_encoded};
 pub use policies::{
     CalendarName, ChannelName, MAX_ALERT_CHANNELS, MAX_CHILD_JOBS, OverlapPolicy, RouteStrategy,
     parse_alert_channels, parse_child_jobs,
@@ -154,6 +154,10 @@ pub struct JobRequest {
     /// are not renamed).
     #[schema(example = "order-sync")]
     pub name: Option<String>,
+    /// The job's namespace (default `default`): 1-40 of `a-z 0-9 -`. When the request also
+    /// names one (`?namespace=`), the two must agree.
+    #[schema(example = "payments")]
+    pub namespace: Option<String>,
     /// The executor microservice, as registered in Nacos.
     #[schema(example = "order-service")]
     pub service_name: String,
@@ -228,6 +232,25 @@ pub struct JobRequest {
 }
 
 impl JobRequest {
+    /// The namespace the request addresses: the body's, else `query` (the `?namespace=`
+    /// parameter), else `default`; a body that names another namespace than `query` is
+    /// refused.
+    pub fn namespace_in(&self, query: Option<&Namespace>) -> Result<Namespace, String> {
+        let body = self
+            .namespace
+            .as_deref()
+            .map(Namespace::parse)
+            .transpose()?;
+        match (body, query) {
+            (Some(b), Some(q)) if &b != q => Err(format!(
+                "must equal the request's namespace `{q}` (`?namespace=`)"
+            )),
+            (Some(b), _) => Ok(b),
+            (None, Some(q)) => Ok(q.clone()),
+            (None, None) => Ok(Namespace::default()),
+        }
+    }
+
     /// This request with a `FIXED_RATE` or `FIXED_DELAY` job's omitted `startAt` set to `created` (the job's
     /// creation): replacing a job keeps its grid of instants unless told otherwise.
     pub fn starting_at_creation(mut self, created: DateTime<Utc>) -> Self {
@@ -377,11 +400,19 @@ impl JobSpec {
     pub fn parse(
         req: JobRequest,
         path_name: Option<&str>,
+        namespace: Option<&Namespace>,
         default_tz: TimeZoneName,
         now: DateTime<Utc>,
     ) -> Result<Self, Vec<FieldError>> {
         let mut f = Fields::default();
-        let name = f.take("name", Self::name_of(path_name, req.name.as_deref()));
+        let namespace = f.take("namespace", req.namespace_in(namespace));
+        let name = namespace.as_ref().and_then(|ns| {
+            f.take(
+                "name",
+                Self::name_of(path_name, req.name.as_deref())
+                    .and_then(|n| JobName::parse_in(ns, n.as_str())),
+            )
+        });
         let service_name = f.take("serviceName", PathSegment::parse(&req.service_name));
         let service_group = match req.service_group.as_deref() {
             None => Some(None),
@@ -415,18 +446,20 @@ impl JobSpec {
         if route_strategy == Some(RouteStrategy::Broadcast)
             && name
                 .as_ref()
-                .is_some_and(|n| n.as_str().chars().count() > MAX_BROADCAST_NAME)
+                .is_some_and(|n| n.key().chars().count() > MAX_BROADCAST_NAME)
         {
             let why = format!(
-                "BROADCAST needs a job name of at most {MAX_BROADCAST_NAME} characters (its execution ids carry the executor's address)"
+                "BROADCAST needs a job name of at most {MAX_BROADCAST_NAME} characters with its namespace and a `/` outside `default` (its execution ids carry the executor's address)"
             );
             f.check("routeStrategy", Err(why));
         }
         let overlap_policy = f.choice("overlapPolicy", req.overlap_policy.as_deref());
-        let child_jobs = f.take(
-            "childJobs",
-            parse_child_jobs(req.child_jobs.as_deref().unwrap_or_default()),
-        );
+        let child_jobs = namespace.as_ref().and_then(|ns| {
+            f.take(
+                "childJobs",
+                parse_child_jobs(ns, req.child_jobs.as_deref().unwrap_or_default()),
+            )
+        });
         let alert_channels = f.take(
             "alertChannels",
             parse_alert_channels(req.alert_channels.as_deref().unwrap_or_default()),
@@ -556,7 +589,7 @@ impl JobDefinition {
     #[cfg(test)]
     pub(crate) fn stored(body: Value, at: DateTime<Utc>) -> Self {
         let req: JobRequest = serde_json::from_value(body).expect("a job body");
-        let spec = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), at)
+        let spec = JobSpec::parse(req, None, None, TimeZoneName::parse("UTC").unwrap(), at)
             .expect("a valid job");
         Self {
             id: 1,
@@ -584,6 +617,7 @@ mod tests {
     fn parse(v: Value) -> Result<JobSpec, Vec<FieldError>> {
         JobSpec::parse(
             req(v),
+            None,
             None,
             TimeZoneName::parse("UTC").unwrap(),
             Utc::now(),
@@ -671,6 +705,7 @@ mod tests {
         let errs = JobSpec::parse(
             r,
             Some("a"),
+            None,
             TimeZoneName::parse("UTC").unwrap(),
             Utc::now(),
         )

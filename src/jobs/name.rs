@@ -7,25 +7,135 @@ use percent_encoding::{CONTROLS, utf8_percent_encode};
 use serde::Serialize;
 use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
 
-/// A job name: 1-100 characters, each a letter or a digit of any script (Unicode categories
+/// A namespace: the group a job belongs to (docs/api.md, "Namespaces"). 1-40 characters,
+/// lower-case ASCII letters, digits and `-`, starting and ending with a letter or a digit
+/// (a DNS label, as Kubernetes and Nacos name theirs). Jobs created before namespaces existed
+/// are in [`Namespace::DEFAULT`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Namespace(String);
+
+impl Namespace {
+    pub const DEFAULT: &str = "default";
+    pub const MAX_LEN: usize = 40;
+    /// [`Namespace::parse`] as an ECMA-262 pattern.
+    pub const PATTERN: &str = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$";
+
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        if raw.is_empty() || raw.len() > Self::MAX_LEN {
+            return Err(format!("must be 1 to {} characters long", Self::MAX_LEN));
+        }
+        if !raw.chars().all(|c| ok_char(c) || c == '-')
+            || !raw.starts_with(ok_char)
+            || !raw.ends_with(ok_char)
+        {
+            return Err(
+                "may only contain a-z, 0-9 and -, and must start and end with a letter or a digit"
+                    .into(),
+            );
+        }
+        Ok(Self(raw.to_string()))
+    }
+
+    /// `raw`, or [`Namespace::DEFAULT`] when absent.
+    pub fn or_default(raw: Option<&str>) -> Result<Self, String> {
+        raw.map_or_else(|| Ok(Self::default()), Self::parse)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.0 == Self::DEFAULT
+    }
+
+    /// The namespace of the job whose key is `key` (see [`JobName::key`]).
+    pub fn of_key(key: &str) -> &str {
+        key.split_once('/').map_or(Self::DEFAULT, |(ns, _)| ns)
+    }
+}
+
+impl Default for Namespace {
+    fn default() -> Self {
+        Self(Self::DEFAULT.to_string())
+    }
+}
+
+impl fmt::Display for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A job's name within its namespace, and the key that identifies the job everywhere else.
+///
+/// The name is 1-100 characters, each a letter or a digit of any script (Unicode categories
 /// L and N) or one of `. _ : -`, never `executions` (that path segment belongs to
 /// `/api/v1/jobs/executions/{traceId}`). The design's own examples are names like 订单对账.
 /// In a URL path, and in the protocol's headers, a name with characters beyond ASCII is
 /// percent-encoded UTF-8 ([`percent_encoded`]); ASCII names are sent as they are.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct JobName(String);
+///
+/// The key ([`JobName::key`], and `as_str`) is the name in the `default` namespace and
+/// `namespace/name` in any other: it is what the database stores in its job-name columns,
+/// what ownership hashes (docs/design.md, "Ownership") and what execution ids start with. A
+/// name has no `/`, so a key reads back unambiguously, and every job of the `default`
+/// namespace keeps the key, the owner and the execution ids it had before namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobName {
+    key: String,
+    /// Where the name starts in `key` (0 in the `default` namespace).
+    local: usize,
+}
 
 impl JobName {
     /// In characters (Unicode scalar values), as MySQL's `VARCHAR(100)` counts them.
     pub const MAX_LEN: usize = 100;
+    /// The longest key: a namespace, `/` and a name.
+    pub const MAX_KEY_LEN: usize = Namespace::MAX_LEN + 1 + Self::MAX_LEN;
     /// The characters and length of [`JobName::parse`] as an ECMA-262 pattern (the OpenAPI
     /// document's, read with the `u` flag as JSON Schema reads patterns); the reserved names
     /// are listed apart in [`JobName::RESERVED`].
     pub const PATTERN: &str = r"^[\p{L}\p{N}._:-]{1,100}$";
     pub const RESERVED: [&str; 3] = ["executions", ".", ".."];
 
+    /// A name in the `default` namespace.
     pub fn parse(raw: &str) -> Result<Self, String> {
+        Self::check(raw)?;
+        Ok(Self {
+            key: raw.to_string(),
+            local: 0,
+        })
+    }
+
+    /// A name in `namespace`.
+    pub fn parse_in(namespace: &Namespace, raw: &str) -> Result<Self, String> {
+        Self::check(raw)?;
+        if namespace.is_default() {
+            return Self::parse(raw);
+        }
+        Ok(Self {
+            key: format!("{namespace}/{raw}"),
+            local: namespace.as_str().len() + 1,
+        })
+    }
+
+    /// A job's key as stored ([`JobName::key`]) read back.
+    pub fn from_key(key: &str) -> Result<Self, String> {
+        match key.split_once('/') {
+            None => Self::parse(key),
+            Some((ns, name)) => {
+                let ns = Namespace::parse(ns).map_err(|m| format!("namespace {m}"))?;
+                if ns.is_default() {
+                    return Err("a key in the default namespace has no prefix".into());
+                }
+                Self::parse_in(&ns, name)
+            }
+        }
+    }
+
+    fn check(raw: &str) -> Result<(), String> {
         let len = raw.chars().count();
         if len == 0 || len > Self::MAX_LEN {
             return Err(format!("must be 1 to {} characters long", Self::MAX_LEN));
@@ -38,7 +148,7 @@ impl JobName {
         if Self::RESERVED.contains(&raw) {
             return Err(format!("`{raw}` is reserved"));
         }
-        Ok(Self(raw.to_string()))
+        Ok(())
     }
 
     fn allowed(c: char) -> bool {
@@ -49,9 +159,54 @@ impl JobName {
             )
     }
 
+    /// The key: the job's identity in the database, in ownership and in execution ids.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.key
     }
+
+    /// The key (see [`JobName::as_str`]).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The name within the namespace, as the API and the executor protocol show it.
+    pub fn local(&self) -> &str {
+        &self.key[self.local..]
+    }
+
+    /// The job's namespace.
+    pub fn namespace(&self) -> &str {
+        if self.local == 0 {
+            Namespace::DEFAULT
+        } else {
+            &self.key[..self.local - 1]
+        }
+    }
+
+    /// A name in this job's namespace.
+    pub fn sibling(&self, raw: &str) -> Result<Self, String> {
+        Self::check(raw)?;
+        Ok(Self {
+            key: format!("{}{raw}", &self.key[..self.local]),
+            local: self.local,
+        })
+    }
+}
+
+impl Serialize for JobName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.key)
+    }
+}
+
+/// Serialises a job key as the name within its namespace (the API's `jobName`).
+pub fn serialize_local<S: serde::Serializer>(key: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(local_name(key))
+}
+
+/// The name within its namespace of the job whose key is `key`.
+pub fn local_name(key: &str) -> &str {
+    key.split_once('/').map_or(key, |(_, name)| name)
 }
 
 /// `text` as a URL path segment or a protocol header carries it: as it is when ASCII, else
@@ -67,7 +222,7 @@ pub fn percent_encoded(text: &str) -> Cow<'_, str> {
 
 impl fmt::Display for JobName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.key)
     }
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::JobName;
+use super::{JobName, Namespace};
 
 /// Which executor instance an unsharded job's fire is sent to first. A sharded job's range
 /// `i` always goes to executor `i mod n` of the sorted list (stable range placement).
@@ -154,9 +154,10 @@ pub(super) fn parse_names<T: Eq + std::hash::Hash + Clone>(
         .collect()
 }
 
-/// Child job names: job names, distinct.
-pub fn parse_child_jobs(raw: &[String]) -> Result<Vec<JobName>, String> {
-    parse_names(raw, MAX_CHILD_JOBS, JobName::parse)
+/// Child job names: names of jobs in `namespace` (a job's children are in its namespace),
+/// distinct.
+pub fn parse_child_jobs(namespace: &Namespace, raw: &[String]) -> Result<Vec<JobName>, String> {
+    parse_names(raw, MAX_CHILD_JOBS, |n| JobName::parse_in(namespace, n))
 }
 
 /// Alert channel names, distinct (whether they are configured is checked at save time).
@@ -199,21 +200,30 @@ mod tests {
     #[test]
     fn name_lists_are_checked_entry_by_entry() {
         let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(parse_child_jobs(&v(&["a", "b:c"])).unwrap().len(), 2);
+        assert_eq!(
+            parse_child_jobs(&Namespace::default(), &v(&["a", "b:c"]))
+                .unwrap()
+                .len(),
+            2
+        );
         assert!(
-            parse_child_jobs(&v(&["a", "a"]))
+            parse_child_jobs(&Namespace::default(), &v(&["a", "a"]))
                 .unwrap_err()
                 .contains("twice")
         );
         assert!(
-            parse_child_jobs(&v(&["bad name"]))
+            parse_child_jobs(&Namespace::default(), &v(&["bad name"]))
                 .unwrap_err()
                 .contains("`bad name`")
         );
-        assert!(parse_child_jobs(&v(&["executions"])).is_err());
+        assert!(parse_child_jobs(&Namespace::default(), &v(&["executions"])).is_err());
         assert!(parse_alert_channels(&v(&["ops", "dev-team.1"])).is_ok());
         assert!(parse_alert_channels(&v(&["a:b"])).is_err());
         let many: Vec<String> = (0..=MAX_CHILD_JOBS).map(|i| format!("j{i}")).collect();
-        assert!(parse_child_jobs(&many).unwrap_err().contains("at most"));
+        assert!(
+            parse_child_jobs(&Namespace::default(), &many)
+                .unwrap_err()
+                .contains("at most")
+        );
     }
 }

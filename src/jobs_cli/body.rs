@@ -69,7 +69,7 @@ pub fn completed(entry: &Value, current: &Value) -> Value {
 /// would refuse it.
 pub fn normalized(entry: &Value, keys: &[String], now: DateTime<Utc>) -> Result<Value, String> {
     let req: JobRequest = serde_json::from_value(entry.clone()).map_err(|e| e.to_string())?;
-    let spec = JobSpec::parse(req, None, TimeZoneName::UTC, now).map_err(|errors| {
+    let spec = JobSpec::parse(req, None, None, TimeZoneName::UTC, now).map_err(|errors| {
         let fields: Vec<String> = errors.iter().map(ToString::to_string).collect();
         fields.join("; ")
     })?;

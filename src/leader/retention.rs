@@ -31,6 +31,8 @@ use crate::store::{PurgePace, Store, StoreError};
 pub struct Purged {
     pub by_age: u64,
     pub by_cap: u64,
+    /// Audit entries past `retention.audit_days`.
+    pub audit: u64,
 }
 
 pub struct Retention {
@@ -82,7 +84,8 @@ impl Retention {
                     tracing::info!(
                         by_age = p.by_age,
                         by_cap = p.by_cap,
-                        "old executions purged"
+                        audit = p.audit,
+                        "old executions and audit entries purged"
                     )
                 }
                 Ok(_) => {}
@@ -91,7 +94,7 @@ impl Retention {
         }
     }
 
-    /// One pass: the age window, then the per-job cap.
+    /// One pass: the age window, the audit trail's window, then the per-job cap.
     pub async fn pass(&self) -> Result<Purged, StoreError> {
         let pace = |reason: &'static str| PurgePace {
             chunk: self.settings.chunk_size.get(),
@@ -105,6 +108,13 @@ impl Retention {
             purged.by_age = self
                 .store
                 .purge_executions_before(cutoff, pace("age"))
+                .await?;
+        }
+        if self.settings.audit_days > 0 {
+            let cutoff = self.clock.now() - chrono::Duration::days(self.settings.audit_days.into());
+            purged.audit = self
+                .store
+                .purge_audit_before(cutoff, self.settings.chunk_size.get())
                 .await?;
         }
         let keep = self.settings.max_executions_per_job;

@@ -10,7 +10,7 @@ use super::StoreError;
 use super::sql::{Arg, Row};
 use crate::jobs::{
     CalendarName, CronSchedule, Execution, JobDefinition, JobName, JobSpec, MAX_INTERVAL_SECONDS,
-    NewExecution, PathSegment, ScheduleType, ShardParams, TimeZoneName, Timing, choose,
+    Namespace, NewExecution, PathSegment, ScheduleType, ShardParams, TimeZoneName, Timing, choose,
     parse_alert_channels, parse_child_jobs, parse_service_group,
 };
 
@@ -46,7 +46,18 @@ pub fn spec_columns(spec: &JobSpec) -> Vec<(&'static str, Arg)> {
         ("description", spec.description.clone().into()),
         ("route_strategy", spec.route_strategy.as_str().into()),
         ("overlap_policy", spec.overlap_policy.as_str().into()),
-        ("child_jobs", name_list(&spec.child_jobs).into()),
+        // A job's children are in its namespace: their names are kept without it.
+        (
+            "child_jobs",
+            name_list(
+                &spec
+                    .child_jobs
+                    .iter()
+                    .map(JobName::local)
+                    .collect::<Vec<_>>(),
+            )
+            .into(),
+        ),
         ("alert_channels", name_list(&spec.alert_channels).into()),
         (
             "calendar",
@@ -67,8 +78,10 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
     let shard_count = uint("shard_count")?;
     let strategy = choose(&text("shard_strategy")?).map_err(|m| err("shard_strategy", m))?;
     let shard_params = json(row.get("shard_params")?, &name, "shard_params")?;
+    let key = JobName::from_key(&name).map_err(|m| err("name", m))?;
+    let namespace = Namespace::parse(key.namespace()).map_err(|m| err("name", m))?;
     let spec = JobSpec {
-        name: JobName::parse(&name).map_err(|m| err("name", m))?,
+        name: key,
         service_name: PathSegment::parse(&text("service_name")?)
             .map_err(|m| err("service_name", m))?,
         service_group: row
@@ -92,7 +105,7 @@ pub fn job(row: &Row) -> Result<JobDefinition, StoreError> {
         route_strategy: choose(&text("route_strategy")?).map_err(|m| err("route_strategy", m))?,
         overlap_policy: choose(&text("overlap_policy")?).map_err(|m| err("overlap_policy", m))?,
         child_jobs: parse_name_list(row.get("child_jobs")?)
-            .and_then(|v| parse_child_jobs(&v))
+            .and_then(|v| parse_child_jobs(&namespace, &v))
             .map_err(|m| err("child_jobs", m))?,
         alert_channels: parse_name_list(row.get("alert_channels")?)
             .and_then(|v| parse_alert_channels(&v))
@@ -195,7 +208,9 @@ pub fn execution(row: &Row) -> Result<Execution, StoreError> {
         u32::try_from(v).map_err(|e| corrupt(&at, field, e))
     };
     let parsed = |field: &str| -> Result<String, StoreError> { row.get(field) };
+    let job_name: String = row.get("job_name")?;
     Ok(Execution {
+        namespace: Namespace::of_key(&job_name).to_string(),
         id: row.get("id")?,
         trigger_type: choose(&parsed("trigger_type")?)
             .map_err(|m| corrupt(&at, "trigger_type", m))?,
@@ -206,7 +221,7 @@ pub fn execution(row: &Row) -> Result<Execution, StoreError> {
         retry_count: uint("retry_count")?,
         job_params: json(row.get("job_params")?, &at, "job_params")?,
         execution_id: row.get("execution_id")?,
-        job_name: row.get("job_name")?,
+        job_name,
         fire_time: row.get("fire_time")?,
         scheduler_instance: row.get("scheduler_instance")?,
         executor_instance: row.get("executor_instance")?,

@@ -601,6 +601,19 @@ fn transition_query(trace_id: &str, t: &Transition) -> Sql {
 /// `trigger_time`, so the newest-first page is an index range scan).
 fn push_execution_filter(q: &mut Sql, f: &ExecutionFilter) {
     q.push(" WHERE 1 = 1");
+    match &f.namespace {
+        // A key outside `default` starts with `namespace/`: a range of the job-name index.
+        Some(ns) if !ns.is_default() => {
+            q.push(" AND job_name >= ")
+                .bind(format!("{ns}/"))
+                .push(" AND job_name < ")
+                .bind(format!("{ns}0"));
+        }
+        Some(_) => {
+            q.push(" AND INSTR(job_name, '/') = 0");
+        }
+        None => {}
+    }
     if let Some(j) = &f.job_name {
         q.push(" AND job_name = ").bind(j);
     }

@@ -369,7 +369,10 @@ async fn insert_job(
     now: DateTime<Utc>,
     revision: i64,
 ) -> Result<(), StoreError> {
-    let mut row = vec![("name", spec.name.as_str().into())];
+    let mut row = vec![
+        ("name", spec.name.as_str().into()),
+        ("namespace", spec.name.namespace().into()),
+    ];
     row.extend(spec_columns(spec));
     row.extend([
         ("created_at", now.into()),
@@ -485,7 +488,15 @@ fn push_job_filter(q: &mut Sql, f: &JobFilter) {
     if let Some(e) = f.enabled {
         q.push(" AND enabled = ").bind(e);
     }
+    if let Some(ns) = &f.namespace {
+        q.push(" AND namespace = ").bind(ns.as_str());
+    }
     if let Some(p) = &f.name_prefix {
+        // The prefix is of the name within the namespace: the key starts with the namespace.
+        let p = match &f.namespace {
+            Some(ns) if !ns.is_default() => format!("{ns}/{p}"),
+            _ => p.clone(),
+        };
         // `!` escapes LIKE wildcards the same way on every backend.
         let escaped = p.replace('!', "!!").replace('%', "!%").replace('_', "!_");
         q.push(" AND name LIKE ")

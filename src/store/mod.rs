@@ -7,13 +7,16 @@
 //!   fires at their instant, withdrawal, and what was fired when (misfire handling);
 //! - [`ExecutionStore`]: execution rows: reads, the compare-and-set transitions every state
 //!   change goes through, and the pages compensation sweeps;
-//! - [`RetentionStore`]: the chunked purge of old history.
+//! - [`RetentionStore`]: the chunked purge of old history;
+//! - [`BackfillStore`], [`LogStore`], [`TokenStore`] and [`AuditStore`]: backfills, handler
+//!   logs, API tokens and the audit trail.
 //!
-//! [`Store`] is all four plus migrations, and [`SqlStore`] implements it once, in plain Rust
+//! [`Store`] is all of them plus migrations, and [`SqlStore`] implements it once, in plain Rust
 //! over the portable SQL layer of [`sql`], for MySQL, MariaDB and SQLite (chosen by the
 //! database URL scheme; the migrations are per backend, in `migrations/`).
 
 mod admission;
+mod audit;
 mod backfills;
 mod batch;
 mod columns;
@@ -27,6 +30,7 @@ mod retention;
 mod sql;
 mod sqlite;
 mod steps;
+mod tokens;
 mod transition;
 
 use std::collections::HashMap;
@@ -41,10 +45,12 @@ use crate::jobs::{
     OverlapPolicy, TriggerType,
 };
 
+pub use audit::{AuditFilter, AuditStore};
 pub use backfills::BackfillStore;
 pub use logs::{LogEnd, LogLine, LogPage, LogStore};
 pub use retention::PurgePace;
 pub use sql::Backend;
+pub use tokens::{StoredToken, TokenStore};
 pub use transition::{Applied, ChildTrigger, Follow, Transition, fold_moves};
 
 /// Rows per multi-row INSERT (17 bound values each stays far below every placeholder limit).
@@ -95,6 +101,8 @@ pub enum StoreError {
 /// Filters of `GET /api/v1/jobs`.
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
+    /// Only jobs of this namespace (`None`: every namespace).
+    pub namespace: Option<crate::jobs::Namespace>,
     pub service_name: Option<String>,
     pub enabled: Option<bool>,
     pub name_prefix: Option<String>,
@@ -103,6 +111,9 @@ pub struct JobFilter {
 /// Filters of `GET /api/v1/executions`; every one that is set must match.
 #[derive(Debug, Clone, Default)]
 pub struct ExecutionFilter {
+    /// Only executions of jobs of this namespace (`None`: every namespace).
+    pub namespace: Option<crate::jobs::Namespace>,
+    /// The job's key.
     pub job_name: Option<String>,
     pub status: Option<ExecutionStatus>,
     pub trigger_type: Option<TriggerType>,
@@ -555,7 +566,15 @@ pub trait RetentionStore: Send + Sync {
 /// Everything JobFlow keeps, and the schema it keeps it in.
 #[async_trait]
 pub trait Store:
-    JobStore + FireStore + ExecutionStore + RetentionStore + BackfillStore + LogStore + 'static
+    JobStore
+    + FireStore
+    + ExecutionStore
+    + RetentionStore
+    + BackfillStore
+    + LogStore
+    + TokenStore
+    + AuditStore
+    + 'static
 {
     /// `mysql` or `sqlite`.
     fn backend(&self) -> &'static str;

@@ -175,7 +175,14 @@ fn job(name: &str, max_retry: i64, channels: &[&str]) -> JobDefinition {
     .unwrap();
     JobDefinition {
         id: 1,
-        spec: JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap(),
+        spec: JobSpec::parse(
+            req,
+            None,
+            None,
+            TimeZoneName::parse("UTC").unwrap(),
+            Utc::now(),
+        )
+        .unwrap(),
         source: Default::default(),
         created_at: Utc::now(),
         updated_at: Utc::now(),
@@ -193,6 +200,7 @@ fn execution(job: &str, status: ExecutionStatus, retry_count: u32) -> Execution 
         execution_id: format!("{job}:20261130120000:0-0"),
         trace_id: format!("trace-{job}-{retry_count}-{status}"),
         job_name: job.into(),
+        namespace: "default".into(),
         trigger_type: TriggerType::Retry,
         fire_time: fire,
         scheduler_instance: Some("127.0.0.1:8080".into()),

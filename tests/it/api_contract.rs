@@ -284,10 +284,12 @@ async fn job_body_schema_and_validation_agree() {
             let schema_ok = schemas.valid(schema, &value) && !(required && value.is_null());
             let service_ok = match serde_json::from_value::<jobflow::jobs::JobRequest>(req) {
                 Err(_) => false,
-                Ok(r) => match jobflow::jobs::JobSpec::parse(r, None, utc, chrono::Utc::now()) {
-                    Ok(_) => true,
-                    Err(errors) => !errors.iter().any(|e| &e.field == field),
-                },
+                Ok(r) => {
+                    match jobflow::jobs::JobSpec::parse(r, None, None, utc, chrono::Utc::now()) {
+                        Ok(_) => true,
+                        Err(errors) => !errors.iter().any(|e| &e.field == field),
+                    }
+                }
             };
             assert_eq!(
                 schema_ok, service_ok,

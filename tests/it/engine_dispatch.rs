@@ -234,6 +234,7 @@ async fn job_changes_through_another_instance_apply_within_two_seconds(backend: 
     let spec = jobflow::jobs::JobSpec::parse(
         req,
         None,
+        None,
         jobflow::jobs::TimeZoneName::parse("UTC").unwrap(),
         chrono::Utc::now(),
     )

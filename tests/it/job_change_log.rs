@@ -30,7 +30,7 @@ fn spec(name: &str, cron: &str) -> JobSpec {
         json!({"name": name, "serviceName": "s", "handler": "h", "cron": cron}),
     )
     .unwrap();
-    JobSpec::parse(req, None, TimeZoneName::UTC, Utc::now()).unwrap()
+    JobSpec::parse(req, None, None, TimeZoneName::UTC, Utc::now()).unwrap()
 }
 
 /// The changed jobs' names and the removed names, each sorted.

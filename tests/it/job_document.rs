@@ -70,6 +70,7 @@ async fn applying_makes_nacos_jobs_match_the_document(backend: Backend) {
         jobflow::jobs::JobSpec::parse(
             serde_json::from_value(job(name)).unwrap(),
             None,
+            None,
             TimeZoneName::parse("UTC").unwrap(),
             Utc::now(),
         )

@@ -91,7 +91,14 @@ async fn duplicates_are_typed(backend: Backend) {
         "name": "j", "serviceName": "s", "handler": "h", "cron": "0 * * * * ?"
     }))
     .unwrap();
-    let spec = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap();
+    let spec = JobSpec::parse(
+        req,
+        None,
+        None,
+        TimeZoneName::parse("UTC").unwrap(),
+        Utc::now(),
+    )
+    .unwrap();
     let rev0 = s.job_revision().await.unwrap();
     s.create_job(&spec, Some("alice"), Utc::now())
         .await
@@ -622,7 +629,14 @@ fn every_second(name: &str, policy: &str) -> serde_json::Value {
 
 async fn create(s: &std::sync::Arc<dyn store::Store>, body: serde_json::Value) -> i64 {
     let req: JobRequest = serde_json::from_value(body).unwrap();
-    let spec = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap();
+    let spec = JobSpec::parse(
+        req,
+        None,
+        None,
+        TimeZoneName::parse("UTC").unwrap(),
+        Utc::now(),
+    )
+    .unwrap();
     s.create_job(&spec, None, Utc::now())
         .await
         .unwrap()
@@ -1460,7 +1474,14 @@ async fn a_fire_is_judged_against_every_change_since_it_was_planned(backend: Bac
     let mut edited = body;
     edited["jobParams"] = serde_json::json!({"v": 2});
     let req: JobRequest = serde_json::from_value(edited).unwrap();
-    let edit = JobSpec::parse(req, None, TimeZoneName::parse("UTC").unwrap(), Utc::now()).unwrap();
+    let edit = JobSpec::parse(
+        req,
+        None,
+        None,
+        TimeZoneName::parse("UTC").unwrap(),
+        Utc::now(),
+    )
+    .unwrap();
     s.update_job(&edit, None, None, instant - Duration::seconds(1))
         .await
         .unwrap()

@@ -18,6 +18,8 @@ pub mod headers {
     pub const SHARD_COUNT: &str = "X-Shard-Count";
     pub const SHARD_STRATEGY: &str = "X-Shard-Strategy";
     pub const JOB_NAME: &str = "X-Job-Name";
+    /// The job's namespace, sent only for jobs outside `default`.
+    pub const JOB_NAMESPACE: &str = "X-Job-Namespace";
     pub const EXECUTION_ID: &str = "X-Execution-Id";
     pub const FIRE_TIME: &str = "X-Fire-Time";
     pub const RETRY_COUNT: &str = "X-Retry-Count";
