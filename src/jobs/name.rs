@@ -182,15 +182,6 @@ impl JobName {
             &self.key[..self.local - 1]
         }
     }
-
-    /// A name in this job's namespace.
-    pub fn sibling(&self, raw: &str) -> Result<Self, String> {
-        Self::check(raw)?;
-        Ok(Self {
-            key: format!("{}{raw}", &self.key[..self.local]),
-            local: self.local,
-        })
-    }
 }
 
 impl Serialize for JobName {
@@ -343,6 +334,86 @@ mod tests {
             assert_eq!(documented, PathSegment::parse(w).is_ok(), "segment {w:?}");
         }
         assert!(words.len() > 20_000);
+    }
+
+    #[test]
+    fn namespaces() {
+        for ok in ["default", "a", "team-a", "0", "a1-b2", &"x".repeat(40)] {
+            assert!(Namespace::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "Team",
+            "a_b",
+            "a.b",
+            "a/b",
+            "名",
+            &"x".repeat(41),
+        ] {
+            assert!(Namespace::parse(bad).is_err(), "{bad}");
+        }
+        let pattern = regex::Regex::new(Namespace::PATTERN).unwrap();
+        for w in [
+            "a",
+            "a-",
+            "-a",
+            "ab",
+            "a-b",
+            "A",
+            "a_b",
+            &"x".repeat(40),
+            &"x".repeat(41),
+        ] {
+            assert_eq!(pattern.is_match(w), Namespace::parse(w).is_ok(), "{w}");
+        }
+        assert_eq!(Namespace::or_default(None).unwrap().as_str(), "default");
+    }
+
+    /// A job of `default` keeps its name as its key (what existing rows, ownership and
+    /// execution ids hold); elsewhere the key is `namespace/name` and reads back as it was.
+    #[test]
+    fn job_keys() {
+        let team = Namespace::parse("team-a").unwrap();
+        let plain = JobName::parse_in(&Namespace::default(), "订单对账").unwrap();
+        assert_eq!(plain, JobName::parse("订单对账").unwrap());
+        assert_eq!(
+            (plain.key(), plain.local(), plain.namespace()),
+            ("订单对账", "订单对账", "default")
+        );
+        let scoped = JobName::parse_in(&team, "order-sync").unwrap();
+        assert_eq!(
+            (scoped.key(), scoped.local(), scoped.namespace()),
+            ("team-a/order-sync", "order-sync", "team-a")
+        );
+        assert_eq!(JobName::from_key("team-a/order-sync").unwrap(), scoped);
+        assert_eq!(JobName::from_key("订单对账").unwrap(), plain);
+        for bad in [
+            "default/a",
+            "Team/a",
+            "team-a/",
+            "team-a/a/b",
+            "/a",
+            "team-a/executions",
+        ] {
+            assert!(JobName::from_key(bad).is_err(), "{bad}");
+        }
+        assert!(JobName::parse_in(&team, "a/b").is_err());
+        assert_eq!(Namespace::of_key("team-a/x"), "team-a");
+        assert_eq!(Namespace::of_key("x:y"), "default");
+        assert_eq!(local_name("team-a/x"), "x");
+        assert_eq!(
+            JobName::MAX_KEY_LEN,
+            JobName::parse_in(
+                &Namespace::parse(&"n".repeat(40)).unwrap(),
+                &"j".repeat(100)
+            )
+            .unwrap()
+            .key()
+            .chars()
+            .count()
+        );
     }
 
     #[test]

@@ -15,10 +15,15 @@ pub struct Api {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// Every request the command makes is in this namespace (`?namespace=`).
+    namespace: String,
 }
 
 impl Api {
-    pub fn new(base: &str, token: Option<String>) -> Result<Self, Failure> {
+    pub fn new(base: &str, token: Option<String>, namespace: &str) -> Result<Self, Failure> {
+        let namespace = crate::jobs::Namespace::parse(namespace)
+            .map_err(|m| Failure::Usage(format!("--namespace {m}")))?
+            .to_string();
         let base = base.trim_end_matches('/').to_string();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(Failure::Usage(format!(
@@ -29,7 +34,16 @@ impl Api {
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .map_err(|e| Failure::Refused(format!("cannot build an HTTP client: {e}")))?;
-        Ok(Self { http, base, token })
+        Ok(Self {
+            http,
+            base,
+            token,
+            namespace,
+        })
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// The path of job `name`.
@@ -58,9 +72,9 @@ impl Api {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(StatusCode, Value), Failure> {
-        let mut req = self
-            .http
-            .request(method.clone(), format!("{}{path}", self.base));
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let url = format!("{}{path}{separator}namespace={}", self.base, self.namespace);
+        let mut req = self.http.request(method.clone(), url);
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
         }

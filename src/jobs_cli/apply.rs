@@ -63,7 +63,7 @@ pub struct Step {
 /// Reads the jobs documents at `paths`: files, or directories whose `.yaml`, `.yml` and
 /// `.json` files are read in name order. A file that does not parse, an entry the server
 /// would refuse on its face, or a name given twice is a usage error.
-pub fn read_entries(paths: &[PathBuf]) -> Result<Vec<Entry>, Failure> {
+pub fn read_entries(paths: &[PathBuf], namespace: &str) -> Result<Vec<Entry>, Failure> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
@@ -86,7 +86,18 @@ pub fn read_entries(paths: &[PathBuf]) -> Result<Vec<Entry>, Failure> {
     let mut entries = Vec::new();
     let mut seen: HashMap<String, PathBuf> = HashMap::new();
     for file in files {
-        for entry in read_file(&file)? {
+        for mut entry in read_file(&file)? {
+            // An entry is of the namespace the command acts in: it says so, or says nothing.
+            match entry.body.get("namespace").and_then(Value::as_str) {
+                Some(ns) if ns != namespace => {
+                    return Err(Failure::Usage(format!(
+                        "{}: job `{}` is in namespace `{ns}`; apply it with --namespace {ns}",
+                        file.display(),
+                        entry.name
+                    )));
+                }
+                _ => entry.body["namespace"] = Value::from(namespace),
+            }
             if let Some(first) = seen.insert(entry.name.clone(), file.clone()) {
                 return Err(Failure::Usage(format!(
                     "{}: job `{}` is also in {}",

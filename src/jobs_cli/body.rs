@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use crate::api::JobView;
-use crate::jobs::{JobDefinition, JobRequest, JobSource, JobSpec, TimeZoneName};
+use crate::jobs::{JobDefinition, JobRequest, JobSource, JobSpec, Namespace, TimeZoneName};
 
 /// Fields taken from the job as it is when an entry leaves them out (see the module
 /// documentation).
@@ -29,14 +29,15 @@ pub fn body_keys() -> Vec<String> {
     }
 }
 
-/// The body of a job as the API shows it: its fields a body has, nulls and empty lists left
-/// out (what `export` writes).
+/// The body of a job as the API shows it: its fields a body has, nulls, empty lists and the
+/// `default` namespace left out (what `export` writes).
 pub fn body_of_view(view: &Value, keys: &[String]) -> Value {
     let mut body = Map::new();
     for key in keys {
         match view.get(key) {
             None | Some(Value::Null) => {}
             Some(Value::Array(a)) if a.is_empty() => {}
+            Some(Value::String(ns)) if key == "namespace" && ns == Namespace::DEFAULT => {}
             Some(v) => {
                 body.insert(key.clone(), v.clone());
             }

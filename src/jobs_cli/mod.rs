@@ -32,6 +32,15 @@ pub struct JobsArgs {
     /// API token, sent as `Authorization: Bearer`.
     #[arg(long, env = "JOBFLOW_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
+    /// The namespace the command acts in.
+    #[arg(
+        long,
+        short = 'n',
+        env = "JOBFLOW_NAMESPACE",
+        default_value = "default",
+        global = true
+    )]
+    pub namespace: String,
     /// Output: `text` for people, `json` for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, global = true)]
     pub output: Output,
@@ -103,7 +112,7 @@ pub enum Failure {
 
 /// Runs `jobflow jobs …` and tells the exit code.
 pub async fn run(args: JobsArgs) -> ExitCode {
-    let result = match Api::new(&args.url, args.token.clone()) {
+    let result = match Api::new(&args.url, args.token.clone(), &args.namespace) {
         Ok(api) => command(&api, args.command, args.output).await,
         Err(e) => Err(e),
     };
@@ -146,7 +155,7 @@ async fn command(api: &Api, command: JobsCommand, output: Output) -> Result<bool
             prune,
             dry_run,
         } => {
-            let entries = apply::read_entries(&files)?;
+            let entries = apply::read_entries(&files, api.namespace())?;
             let jobs = api.all_jobs().await?;
             let mut steps = apply::plan(entries, &jobs, prune)?;
             if !dry_run {

@@ -193,6 +193,24 @@ async fn jobs_document_on_rnacos_with_auth() {
     let applied_after = metric(&s1, "nacos_jobs_document_applied_total").await
         + metric(&s2, "nacos_jobs_document_applied_total").await;
     assert_eq!(applied_before, applied_after);
+    // The application is in the audit trail once, as `nacos`'s.
+    let audit: Value = s1
+        .client
+        .get(s1.url("/api/v1/audit?action=NACOS_DOCUMENT_APPLIED"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(audit["totalElements"], 1, "{audit}");
+    let entry = &audit["content"][0];
+    assert_eq!(
+        (&entry["actor"], &entry["target"]),
+        (&json!("nacos"), &json!(DATA_ID))
+    );
+    assert_eq!(entry["detail"]["created"], json!(["doc-tick"]));
+    assert_eq!(entry["detail"]["contentSha256"], sha256(&v1));
 
     // A standalone instance with its own database follows the same document.
     let db2 = MySqlDb::create().await;

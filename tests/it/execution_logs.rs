@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, TestDb, backend_tests, eventually, static_executors};
+use crate::helpers::{
+    Backend, TestApp, TestDb, backend_tests, eventually, migrate_until, static_executors,
+};
 use crate::recorder::{Recorder, Reply};
 
 backend_tests!(
@@ -510,36 +512,9 @@ async fn an_executor_killed_mid_run_keeps_what_it_had_shipped(backend: Backend) 
 /// The release before stored a line to a row; its lines are carried over, in order, with
 /// their levels and times, and a batch shipped after the upgrade continues them.
 async fn lines_stored_one_to_a_row_read_back_after_the_upgrade(backend: Backend) {
-    use sqlx::Connection;
     let db = TestDb::create(backend).await;
-    let (dir, url) = match backend {
-        Backend::Sqlite => ("migrations/sqlite", format!("{}?mode=rwc", db.url)),
-        Backend::MySql => ("migrations/mysql", db.url.clone()),
-    };
-    let mut before = sqlx::migrate::Migrator::new(std::path::Path::new(dir))
-        .await
-        .unwrap();
-    let migrations: Vec<_> = before
-        .migrations
-        .iter()
-        .filter(|m| m.version <= 20261204000001)
-        .cloned()
-        .collect();
-    assert_eq!(
-        migrations.last().map(|m| m.description.to_string()),
-        Some("execution log".to_string())
-    );
-    before.migrations = migrations.into();
-    match backend {
-        Backend::Sqlite => {
-            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-            before.run(&mut conn).await.unwrap();
-        }
-        Backend::MySql => {
-            let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
-            before.run(&mut conn).await.unwrap();
-        }
-    }
+    // The migration of the release that stored a line to a row.
+    migrate_until(&db, backend, 20261204000001).await;
     let at = match backend {
         Backend::Sqlite => [
             "'2026-12-04T01:00:01.250+00:00'",

@@ -465,3 +465,34 @@ macro_rules! backend_tests {
     };
 }
 pub(crate) use backend_tests;
+
+/// Migrates `db` as a release whose newest migration was `last` did: the migrations up to
+/// that version only, so a test can fill the schema of that release and upgrade it.
+pub async fn migrate_until(db: &TestDb, backend: Backend, last: i64) {
+    use sqlx::Connection;
+    let (dir, url) = match backend {
+        Backend::Sqlite => ("migrations/sqlite", format!("{}?mode=rwc", db.url)),
+        Backend::MySql => ("migrations/mysql", db.url.clone()),
+    };
+    let mut before = sqlx::migrate::Migrator::new(std::path::Path::new(dir))
+        .await
+        .unwrap();
+    let migrations: Vec<_> = before
+        .migrations
+        .iter()
+        .filter(|m| m.version <= last)
+        .cloned()
+        .collect();
+    assert_eq!(migrations.last().map(|m| m.version), Some(last));
+    before.migrations = migrations.into();
+    match backend {
+        Backend::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            before.run(&mut conn).await.unwrap();
+        }
+        Backend::MySql => {
+            let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+            before.run(&mut conn).await.unwrap();
+        }
+    }
+}

@@ -18,7 +18,55 @@ backend_tests!(
     the_same_content_is_applied_once_by_concurrent_instances,
     api_refuses_to_change_or_delete_nacos_jobs,
     deleting_a_job_keeps_its_executions,
+    a_document_entry_may_name_its_namespace,
 );
+
+/// The same name in two namespaces is two jobs; a child names a job of its own namespace.
+async fn a_document_entry_may_name_its_namespace(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let text = "
+jobs:
+  - {name: a, serviceName: s, handler: h, cron: '0 0 2 * * ?'}
+  - {name: a, namespace: team-a, serviceName: s, handler: h, cron: '0 0 3 * * ?', childJobs: [b]}
+  - {name: b, namespace: team-a, serviceName: s, handler: h, cron: '0 0 4 * * ?'}
+";
+    assert_eq!(
+        apply(s.as_ref(), text).await,
+        changes(&["a", "team-a/a", "team-a/b"], &[], &[])
+    );
+    let a = s.get_job("team-a/a").await.unwrap().unwrap();
+    assert_eq!((a.name().namespace(), a.name().local()), ("team-a", "a"));
+    assert_eq!(a.spec.child_jobs[0].key(), "team-a/b");
+    assert_eq!(
+        s.get_job("a")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .timing
+            .cron()
+            .unwrap()
+            .as_str(),
+        "0 0 2 * * ?"
+    );
+    // Twice the same name in one namespace is refused.
+    let twice = "
+jobs:
+  - {name: a, namespace: team-a, serviceName: s, handler: h, cron: '0 0 3 * * ?'}
+  - {name: a, namespace: team-a, serviceName: s, handler: h, cron: '0 0 4 * * ?'}
+";
+    let err = JobDocument::parse(
+        twice,
+        DocumentFormat::Yaml,
+        TimeZoneName::parse("UTC").unwrap(),
+        Utc::now(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("the same name as jobs[0]"),
+        "{err}"
+    );
+}
 
 fn doc(text: &str) -> JobDocument {
     JobDocument::parse(

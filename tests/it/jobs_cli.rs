@@ -17,7 +17,111 @@ backend_tests!(
     export_then_apply_round_trips,
     exit_codes_tell_usage_from_refusal,
     trigger_executions_and_cancel,
+    every_command_acts_in_its_namespace,
 );
+
+/// `--namespace` (or `JOBFLOW_NAMESPACE`) scopes every command; `apply --prune` in one
+/// namespace leaves the others alone, and an entry naming another namespace is bad usage.
+async fn every_command_acts_in_its_namespace(backend: Backend) {
+    let app = server(backend, None).await;
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "orders.yaml", ORDERS);
+    let run = jobs(&app, &["apply", "-f", dir.path().to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = jobs(
+        &app,
+        &["-n", "team-a", "apply", "-f", dir.path().to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The same files again, in team-a: nothing to do there.
+    let run = jobs(
+        &app,
+        &[
+            "--namespace",
+            "team-a",
+            "apply",
+            "--prune",
+            "-f",
+            dir.path().to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["changes"], json!([]), "{}", run.stdout);
+    assert_eq!(
+        run.json()["unchanged"],
+        json!(["order-sync", "order-report"]),
+        "{}",
+        run.stdout
+    );
+    let listed = jobs(&app, &["-n", "team-a", "list", "-o", "json"])
+        .await
+        .json();
+    let in_team: Vec<(&str, &str)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            (
+                j["namespace"].as_str().unwrap(),
+                j["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        in_team,
+        [("team-a", "order-report"), ("team-a", "order-sync")]
+    );
+    // Pruning an empty file set in team-a deletes team-a's jobs only.
+    write(dir.path(), "orders.yaml", "jobs: []\n");
+    let run = jobs(
+        &app,
+        &[
+            "-n",
+            "team-a",
+            "apply",
+            "--prune",
+            "-f",
+            dir.path().to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        jobs(&app, &["-n", "team-a", "list", "-o", "json"])
+            .await
+            .json()
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(names(&app).await, ["order-report", "order-sync"]);
+    // Export shows no namespace for `default`, and the namespace elsewhere.
+    let exported = jobs(&app, &["export", "order-sync"]).await;
+    assert!(
+        !exported.stdout.contains("namespace"),
+        "{}",
+        exported.stdout
+    );
+    write(
+        dir.path(),
+        "orders.yaml",
+        "jobs:\n  - {name: x, namespace: team-b, serviceName: s, handler: h, cron: '0 0 2 * * ?'}\n",
+    );
+    let run = jobs(
+        &app,
+        &["-n", "team-a", "apply", "-f", dir.path().to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--namespace team-b"), "{}", run.stderr);
+    let run = jobs(&app, &["-n", "Team_A", "list"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    app.stop().await;
+}
 
 /// An admin token the server knows.
 const TOKEN: &str = "cli-admin-token-0123456789";

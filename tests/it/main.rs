@@ -40,3 +40,4 @@ mod run_policies;
 mod schedule_types;
 mod slow_stops;
 mod store_contract;
+mod teams;
