@@ -104,8 +104,8 @@ impl AuditStore for SqlStore {
             if ids.is_empty() {
                 return Ok(purged);
             }
-            let mut q = Sql::new("DELETE FROM audit_log WHERE id IN (");
-            q.list(ids).push(")");
+            let mut q = Sql::new("DELETE FROM audit_log WHERE id IN ");
+            q.list(ids);
             purged += self.db.execute(q).await?;
         }
     }

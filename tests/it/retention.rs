@@ -15,7 +15,59 @@ backend_tests!(
     cap_keeps_the_newest_per_job,
     a_paced_purge_deletes_the_same_rows,
     the_leader_purges_a_running_instance,
+    audit_entries_past_their_window_are_purged,
 );
+
+/// `retention.audit_days`: the leader deletes older entries, in chunks, and keeps the rest.
+async fn audit_entries_past_their_window_are_purged(backend: Backend) {
+    use jobflow::audit::{AuditAction, AuditEntry};
+    let db = Arc::new(TestDb::create(backend).await);
+    let app = TestApp::spawn_with(db, |s| {
+        s.retention.audit_days = 7;
+        s.retention.chunk_size = std::num::NonZeroU32::new(2).unwrap();
+        s.retention.interval_seconds = std::num::NonZeroU64::new(1).unwrap();
+    })
+    .await;
+    let now = Utc::now();
+    let entry = |days: i64, target: &str| AuditEntry {
+        at: now - chrono::Duration::days(days),
+        actor: "ada".into(),
+        action: AuditAction::JobTriggered,
+        namespace: Some("default".into()),
+        target: target.into(),
+        detail: None,
+    };
+    for (days, target) in [
+        (30, "a"),
+        (9, "b"),
+        (8, "c"),
+        (8, "d"),
+        (8, "e"),
+        (6, "kept"),
+        (0, "new"),
+    ] {
+        app.store.record_audit(&entry(days, target)).await.unwrap();
+    }
+    let targets = |s: Arc<dyn Store>| async move {
+        let page = s
+            .list_audit(&Default::default(), PageRequest { page: 0, size: 50 })
+            .await
+            .unwrap();
+        page.items.into_iter().map(|e| e.target).collect::<Vec<_>>()
+    };
+    let direct = app
+        .store
+        .purge_audit_before(now - chrono::Duration::days(29), 2)
+        .await;
+    assert_eq!(direct.unwrap(), 1);
+    eventually(Duration::from_secs(30), "the purge", || {
+        let s = app.store.clone();
+        async move { (targets(s).await.len() == 2).then_some(()) }
+    })
+    .await;
+    assert_eq!(targets(app.store.clone()).await, ["new", "kept"]);
+    app.stop().await;
+}
 
 async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
     let db = TestDb::create(backend).await;
