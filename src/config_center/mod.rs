@@ -161,28 +161,37 @@ impl JobDocumentSync {
                 );
                 if !changes.is_empty() {
                     self.job_changes.notify_one();
+                    self.audit_applied(&hash, doc.jobs.len(), &changes).await;
                 }
-                // Job keys as the trail's detail shows them: `namespace/name` outside
-                // `default`.
-                let entry = crate::audit::AuditEntry {
-                    at: self.clock.now(),
-                    actor: crate::audit::NACOS_ACTOR.to_string(),
-                    action: crate::audit::AuditAction::NacosDocumentApplied,
-                    namespace: None,
-                    target: self.key.data_id.clone(),
-                    detail: Some(serde_json::json!({
-                        "group": self.key.group,
-                        "contentSha256": hash,
-                        "jobs": doc.jobs.len(),
-                        "created": changes.created,
-                        "updated": changes.updated,
-                        "deleted": changes.deleted,
-                    })),
-                };
-                crate::audit::record(self.store.as_ref(), &entry).await;
                 SyncOutcome::Applied(changes)
             }
         })
+    }
+
+    /// Records a document that changed jobs in the audit trail, as `nacos`'s (job keys as
+    /// stored: `namespace/name` outside `default`).
+    async fn audit_applied(
+        &self,
+        hash: &str,
+        jobs: usize,
+        changes: &crate::store::DocumentChanges,
+    ) {
+        let entry = crate::audit::AuditEntry {
+            at: self.clock.now(),
+            actor: crate::audit::NACOS_ACTOR.to_string(),
+            action: crate::audit::AuditAction::NacosDocumentApplied,
+            namespace: None,
+            target: self.key.data_id.clone(),
+            detail: Some(serde_json::json!({
+                "group": self.key.group,
+                "contentSha256": hash,
+                "jobs": jobs,
+                "created": changes.created,
+                "updated": changes.updated,
+                "deleted": changes.deleted,
+            })),
+        };
+        crate::audit::record(self.store.as_ref(), &entry).await;
     }
 
     /// What the entries refer to outside themselves: alert channels and calendars must be
