@@ -48,7 +48,8 @@ pub struct Me {
     /// named; null when authentication is off.
     pub name: Option<String>,
     pub role: RoleName,
-    /// The namespaces the caller may act in; null: every namespace.
+    /// The namespaces the caller may act in; absent: every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<Vec<String>>,
 }
 
