@@ -6,6 +6,9 @@ const LANG_KEY = 'jobflow.lang';
 const en = {
   'nav.overview': 'Overview', 'nav.jobs': 'Jobs', 'nav.executions': 'Executions', 'nav.cluster': 'Cluster',
   'nav.executors': 'Executors',
+  'ns.label': 'Namespace', 'ns.tag': 'namespace {ns}', 'ns.switched': 'Showing namespace {ns}.',
+  'ns.invalid': 'A namespace is 1-40 of a-z, 0-9 and -, with a letter or digit at each end.',
+  'f.namespace': 'Namespace', 'exec.namespace': 'Namespace',
   'lang.switch': '中文', 'lang.switchLabel': 'Switch to Chinese',
   'skip': 'Skip to content',
   'signin.title': 'Sign in', 'signin.token': 'Token', 'signin.submit': 'Sign in', 'signout': 'Sign out',
@@ -89,6 +92,9 @@ const en = {
 const zh = {
   'nav.overview': '概览', 'nav.jobs': '任务', 'nav.executions': '执行记录', 'nav.cluster': '集群',
   'nav.executors': '执行器',
+  'ns.label': '命名空间', 'ns.tag': '命名空间 {ns}', 'ns.switched': '已切换到命名空间 {ns}。',
+  'ns.invalid': '命名空间为 1-40 个 a-z、0-9 或 -，首尾须为字母或数字。',
+  'f.namespace': '命名空间', 'exec.namespace': '命名空间',
   'lang.switch': 'English', 'lang.switchLabel': '切换到英文',
   'skip': '跳到正文',
   'signin.title': '登录', 'signin.token': '令牌', 'signin.submit': '登录', 'signout': '退出登录',
