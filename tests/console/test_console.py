@@ -523,6 +523,98 @@ def test_a_job_made_in_another_namespace_through_the_selector_is_listed_there_on
     assert others and not any("namespace=" in u for u in others), others
 
 
+def test_a_token_made_on_the_tokens_page_restricted_to_namespaces_sees_only_those(page, server):
+    server.create_job("only-in-default")
+    server.create_job("only-in-team-a", namespace="team-a")
+    sign_in(page, server)
+    nav(page, "Tokens").click()
+    expect(page.get_by_role("heading", name="Tokens", exact=True)).to_be_visible()
+    page.get_by_label("Name", exact=True).fill("team-a-operator")
+    page.get_by_label("Role").select_option("operator")
+    page.get_by_label("Namespaces").fill("team-a, team-b")
+    page.get_by_role("button", name="Create token").click()
+
+    box = page.locator("section.secret")
+    expect(box).to_contain_text("Secret of the new token team-a-operator")
+    expect(box).to_contain_text("shown only this once")
+    secret = page.locator("#token-secret").inner_text()
+    assert secret.startswith("jf_"), secret
+    listed = page.locator("table.tokens tbody tr", has_text="team-a-operator")
+    expect(listed).to_contain_text("team-a, team-b")
+    expect(listed).to_contain_text("operator")
+    _, tokens = server.call("GET", "/api/v1/tokens")
+    made = next(t for t in tokens if t["name"] == "team-a-operator")
+    assert made["namespaces"] == ["team-a", "team-b"] and made["createdBy"] == "ada", made
+    assert "token" not in made, made
+
+    # Shown once: coming back to the page shows the token, never its secret.
+    nav(page, "Jobs").click()
+    nav(page, "Tokens").click()
+    expect(listed).to_be_visible()
+    expect(page.locator("section.secret")).to_have_count(0)
+    assert secret not in page.content()
+
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("Token").fill(secret)
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    expect(page.locator("#who")).to_have_text("team-a-operator (operator)")
+    # It lands on the jobs of its first namespace.
+    expect(page.get_by_role("heading", name="Jobs")).to_contain_text("namespace team-a")
+    expect(row(page, "only-in-team-a")).to_be_visible()
+    expect(row(page, "only-in-default")).to_have_count(0)
+    for name in ["Jobs", "Executions"]:
+        expect(nav(page, name)).to_be_visible()
+    for name in ["Overview", "Executors", "Cluster", "Tokens", "Audit"]:
+        expect(nav(page, name)).to_have_count(0)
+    picker = namespace_picker(page)
+    expect(picker.locator("option")).to_have_text(["team-a", "team-b"])
+    expect(picker).to_have_value("team-a")
+
+    picker.select_option("team-b")
+    expect(page.get_by_role("heading", name="Jobs")).to_contain_text("namespace team-b")
+    expect(page.get_by_text("No jobs match.")).to_be_visible()
+    # An address naming a namespace the token may not act in keeps the one it has.
+    page.goto(server.base + "/ui/#/jobs?ns=default")
+    expect(page.get_by_role("heading", name="Jobs")).to_contain_text("namespace team-b")
+    page.goto(server.base + "/ui/#/jobs/only-in-team-a?ns=team-a")
+    expect(page.get_by_role("heading", name="only-in-team-a")).to_be_visible()
+    expect(page.get_by_role("button", name="Trigger")).to_be_visible()
+    page.locator(".brand").click()
+    expect(page.get_by_role("heading", name="Jobs")).to_contain_text("namespace team-a")
+    assert server.call("GET", "/api/v1/overview", token=secret)[0] == 403
+    assert server.call("GET", "/api/v1/jobs", token=secret)[0] == 403
+
+
+def test_rotate_shows_a_new_secret_once_and_revoke_asks_first(page, server):
+    status, made = server.call("POST", "/api/v1/tokens", {"name": "rotate-me", "role": "viewer", "namespaces": None})
+    assert status == 201, made
+    sign_in(page, server)
+    page.goto(server.base + "/ui/#/tokens")
+    listed = page.locator("table.tokens tbody tr", has_text="rotate-me")
+    expect(listed).to_contain_text("all")
+
+    listed.get_by_role("button", name="Rotate").click()
+    page.get_by_role("dialog").get_by_role("button", name="Rotate").click()
+    expect(page.locator("section.secret")).to_contain_text("New secret of token rotate-me")
+    rotated = page.locator("#token-secret").inner_text()
+    assert rotated.startswith("jf_") and rotated != made["token"]
+    assert server.call("GET", "/api/v1/auth/me", token=made["token"])[0] == 401
+    assert server.call("GET", "/api/v1/auth/me", token=rotated)[0] == 200
+
+    listed.get_by_role("button", name="Revoke").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Revoke token rotate-me?")
+    dialog.get_by_role("button", name="Keep").click()
+    expect(listed).to_be_visible()
+    assert server.call("GET", "/api/v1/auth/me", token=rotated)[0] == 200
+
+    listed.get_by_role("button", name="Revoke").click()
+    page.get_by_role("dialog").get_by_role("button", name="Revoke").click()
+    expect(page.get_by_role("status")).to_contain_text("Token rotate-me revoked.")
+    expect(listed).to_have_count(0)
+    assert server.call("GET", "/api/v1/auth/me", token=rotated)[0] == 401
+
+
 def test_every_page(page, server):
     server.create_job("page-tour", description="Shown on every page")
     server.trigger("page-tour")
@@ -603,7 +695,7 @@ def test_every_page(page, server):
     # Readable on a phone: no page is wider than the screen (wide tables scroll inside).
     page.set_viewport_size({"width": 390, "height": 844})
     for hash_ in ["#/overview", "#/jobs", "#/jobs/page-tour", f"#/executions/{done['traceId']}",
-                  "#/executions", "#/executors", "#/cluster", "#/jobs/page-tour/edit"]:
+                  "#/executions", "#/executors", "#/cluster", "#/jobs/page-tour/edit", "#/tokens"]:
         page.goto(server.base + "/ui/" + hash_)
         expect(page.locator("main h1")).to_be_visible()
         width = page.evaluate("document.documentElement.scrollWidth")
@@ -614,7 +706,8 @@ def test_every_page(page, server):
 
 
 # What the first visit costs: every console file, gzipped, plus the API calls of the page.
-# 40 KB until the namespace selector came; about 42 KB since.
+# 40 KB until the namespace selector and the labels of the tokens page came (its script
+# loads only when shown); about 43 KB since.
 PAGE_WEIGHT_BUDGET = 45_000
 
 

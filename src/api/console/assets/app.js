@@ -20,13 +20,17 @@ const NAV = [
   ['executions', 'nav.executions'],
   ['executors', 'nav.executors'],
   ['cluster', 'nav.cluster'],
+  ['tokens', 'nav.tokens'],
 ];
 
 /// Pages about every namespace: the API answers 403 to a token restricted to some.
-const EVERY_NAMESPACE = ['overview', 'executors', 'cluster'];
+const EVERY_NAMESPACE = ['overview', 'executors', 'cluster', 'tokens'];
+/// Pages for admins only.
+const ADMIN_ONLY = ['tokens'];
 
 function shown(section) {
-  return !(session.restricted() && EVERY_NAMESPACE.includes(section));
+  if (session.restricted() && EVERY_NAMESPACE.includes(section)) return false;
+  return !ADMIN_ONLY.includes(section) || session.can('admin');
 }
 
 /// The first page: the overview, or the jobs for a token that may not see the overview.
@@ -56,6 +60,8 @@ function pageFor({ parts, params }) {
       return id === undefined ? () => executionsPage(params) : () => executionPage(id);
     case 'executors': return () => executorsPage();
     case 'cluster': return () => clusterPage(params);
+    // Loaded when first shown: only unrestricted admins see it, so the others never fetch it.
+    case 'tokens': return async () => (await import('./tokens.js')).tokensPage();
     default: return null;
   }
 }
