@@ -615,6 +615,47 @@ def test_rotate_shows_a_new_secret_once_and_revoke_asks_first(page, server):
     assert server.call("GET", "/api/v1/auth/me", token=rotated)[0] == 401
 
 
+def test_the_audit_trail_lists_changes_and_filters_by_action(page, server):
+    server.create_job("audited-job")
+    status, made = server.call("POST", "/api/v1/tokens", {"name": "audited-token", "role": "viewer", "namespaces": ["team-c"]})
+    assert status == 201, made
+    sign_in(page, server)
+    nav(page, "Audit").click()
+    expect(page.get_by_role("heading", name="Audit trail")).to_be_visible()
+    entries = page.locator("table.audit tbody tr")
+    created = entries.filter(has=page.get_by_role("link", name="audited-job", exact=True))
+    expect(created).to_have_count(1)
+    expect(created).to_contain_text("JOB_CREATED")
+    expect(created).to_contain_text("ada")
+    expect(created).to_contain_text("default")
+    token = entries.filter(has_text="audited-token")
+    expect(token).to_contain_text("TOKEN_CREATED")
+    # The detail as compact JSON.
+    expect(token.locator("code.detail")).to_contain_text('"namespaces":["team-c"]')
+    expect(token.locator("code.detail")).to_contain_text('"role":"viewer"')
+    # Newest first.
+    expect(entries.first).to_contain_text("audited-token")
+
+    page.get_by_label("Action").select_option("TOKEN_CREATED")
+    page.get_by_role("button", name="Search").click()
+    expect(page).to_have_url(re.compile(r"#/audit\?action=TOKEN_CREATED"))
+    expect(created).to_have_count(0)
+    expect(token).to_be_visible()
+    actions = entries.locator("td:nth-child(3)").all_inner_texts()
+    assert actions and set(actions) == {"TOKEN_CREATED"}, actions
+
+    page.get_by_label("Action").select_option("")
+    page.get_by_label("Target").fill("audited-job")
+    page.get_by_role("button", name="Search").click()
+    expect(entries).to_have_count(1)
+    # The target leads to the job, in its namespace.
+    created.get_by_role("link", name="audited-job").click()
+    expect(page.get_by_role("heading", name="audited-job")).to_be_visible()
+
+    _, trail = server.call("GET", "/api/v1/audit?action=TOKEN_CREATED&target=audited-token")
+    assert trail["totalElements"] == 1 and trail["content"][0]["actor"] == "ada", trail
+
+
 def test_every_page(page, server):
     server.create_job("page-tour", description="Shown on every page")
     server.trigger("page-tour")
@@ -695,7 +736,8 @@ def test_every_page(page, server):
     # Readable on a phone: no page is wider than the screen (wide tables scroll inside).
     page.set_viewport_size({"width": 390, "height": 844})
     for hash_ in ["#/overview", "#/jobs", "#/jobs/page-tour", f"#/executions/{done['traceId']}",
-                  "#/executions", "#/executors", "#/cluster", "#/jobs/page-tour/edit", "#/tokens"]:
+                  "#/executions", "#/executors", "#/cluster", "#/jobs/page-tour/edit", "#/tokens",
+                  "#/audit"]:
         page.goto(server.base + "/ui/" + hash_)
         expect(page.locator("main h1")).to_be_visible()
         width = page.evaluate("document.documentElement.scrollWidth")
@@ -706,8 +748,8 @@ def test_every_page(page, server):
 
 
 # What the first visit costs: every console file, gzipped, plus the API calls of the page.
-# 40 KB until the namespace selector and the labels of the tokens page came (its script
-# loads only when shown); about 43 KB since.
+# 40 KB until the namespace selector and the labels of the tokens and audit pages came (their
+# scripts load only when shown); about 43 KB since.
 PAGE_WEIGHT_BUDGET = 45_000
 
 

@@ -48,6 +48,7 @@ const SOURCES: &[Source] = sources![
     ("cluster.js", "text/javascript; charset=utf-8"),
     ("executors.js", "text/javascript; charset=utf-8"),
     ("tokens.js", "text/javascript; charset=utf-8"),
+    ("audit.js", "text/javascript; charset=utf-8"),
     ("favicon.svg", "image/svg+xml"),
 ];
 

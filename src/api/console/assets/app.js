@@ -21,12 +21,13 @@ const NAV = [
   ['executors', 'nav.executors'],
   ['cluster', 'nav.cluster'],
   ['tokens', 'nav.tokens'],
+  ['audit', 'nav.audit'],
 ];
 
 /// Pages about every namespace: the API answers 403 to a token restricted to some.
-const EVERY_NAMESPACE = ['overview', 'executors', 'cluster', 'tokens'];
+const EVERY_NAMESPACE = ['overview', 'executors', 'cluster', 'tokens', 'audit'];
 /// Pages for admins only.
-const ADMIN_ONLY = ['tokens'];
+const ADMIN_ONLY = ['tokens', 'audit'];
 
 function shown(section) {
   if (session.restricted() && EVERY_NAMESPACE.includes(section)) return false;
@@ -60,8 +61,9 @@ function pageFor({ parts, params }) {
       return id === undefined ? () => executionsPage(params) : () => executionPage(id);
     case 'executors': return () => executorsPage();
     case 'cluster': return () => clusterPage(params);
-    // Loaded when first shown: only unrestricted admins see it, so the others never fetch it.
+    // Loaded when first shown: only unrestricted admins see these, so the others never fetch them.
     case 'tokens': return async () => (await import('./tokens.js')).tokensPage();
+    case 'audit': return async () => (await import('./audit.js')).auditPage(params);
     default: return null;
   }
 }

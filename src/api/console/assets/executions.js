@@ -34,14 +34,14 @@ export function executionTable(rows, { showJob }) {
 }
 
 /// `datetime-local` value (local time) to an RFC 3339 instant.
-function instant(local) {
+export function instant(local) {
   if (!local) return '';
   const d = new Date(local);
   return Number.isNaN(d.getTime()) ? '' : d.toISOString();
 }
 
 /// An RFC 3339 instant to a `datetime-local` value.
-function localValue(iso) {
+export function localValue(iso) {
   if (!iso) return '';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return '';

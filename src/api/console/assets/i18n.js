@@ -5,7 +5,7 @@ const LANG_KEY = 'jobflow.lang';
 
 const en = {
   'nav.overview': 'Overview', 'nav.jobs': 'Jobs', 'nav.executions': 'Executions', 'nav.cluster': 'Cluster',
-  'nav.executors': 'Executors', 'nav.tokens': 'Tokens',
+  'nav.executors': 'Executors', 'nav.tokens': 'Tokens', 'nav.audit': 'Audit',
   'ns.label': 'Namespace', 'ns.tag': 'namespace {ns}', 'ns.switched': 'Showing namespace {ns}.',
   'ns.invalid': 'A namespace is 1-40 of a-z, 0-9 and -, with a letter or digit at each end.',
   'f.namespace': 'Namespace', 'exec.namespace': 'Namespace',
@@ -25,6 +25,9 @@ const en = {
   'tokens.confirmRotate': 'Give token {name} a new secret? Its current secret stops working at once.',
   'tokens.confirmRevoke': 'Revoke token {name}? It is refused from the next request on.',
   'tokens.revoked': 'Token {name} revoked.',
+  'audit.title': 'Audit trail',
+  'audit.at': 'At', 'audit.actor': 'Actor', 'audit.action': 'Action', 'audit.namespace': 'Namespace',
+  'audit.target': 'Target', 'audit.detail': 'Detail', 'audit.empty': 'No entries match.',
   'lang.switch': '中文', 'lang.switchLabel': 'Switch to Chinese',
   'skip': 'Skip to content',
   'signin.title': 'Sign in', 'signin.token': 'Token', 'signin.submit': 'Sign in', 'signout': 'Sign out',
@@ -107,7 +110,7 @@ const en = {
 
 const zh = {
   'nav.overview': '概览', 'nav.jobs': '任务', 'nav.executions': '执行记录', 'nav.cluster': '集群',
-  'nav.executors': '执行器', 'nav.tokens': '令牌',
+  'nav.executors': '执行器', 'nav.tokens': '令牌', 'nav.audit': '审计',
   'ns.label': '命名空间', 'ns.tag': '命名空间 {ns}', 'ns.switched': '已切换到命名空间 {ns}。',
   'ns.invalid': '命名空间为 1-40 个 a-z、0-9 或 -，首尾须为字母或数字。',
   'f.namespace': '命名空间', 'exec.namespace': '命名空间',
@@ -127,6 +130,9 @@ const zh = {
   'tokens.confirmRotate': '为令牌 {name} 生成新密钥？当前密钥立即失效。',
   'tokens.confirmRevoke': '吊销令牌 {name}？从下一个请求起即被拒绝。',
   'tokens.revoked': '令牌 {name} 已吊销。',
+  'audit.title': '审计记录',
+  'audit.at': '时间', 'audit.actor': '操作人', 'audit.action': '操作', 'audit.namespace': '命名空间',
+  'audit.target': '对象', 'audit.detail': '详情', 'audit.empty': '没有匹配的记录。',
   'lang.switch': 'English', 'lang.switchLabel': '切换到英文',
   'skip': '跳到正文',
   'signin.title': '登录', 'signin.token': '令牌', 'signin.submit': '登录', 'signout': '退出登录',
