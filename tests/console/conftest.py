@@ -71,10 +71,11 @@ class Server:
             text = e.read().decode()
             return e.code, (json.loads(text) if text else None)
 
-    def create_job(self, name, handler="succeed", **extra):
+    def create_job(self, name, handler="succeed", namespace=None, **extra):
         body = {"name": name, "serviceName": "demo", "handler": handler, "cron": "0 0 3 * * ?"}
         body.update(extra)
-        status, job = self.call("POST", "/api/v1/jobs", body)
+        path = "/api/v1/jobs" + (f"?namespace={namespace}" if namespace else "")
+        status, job = self.call("POST", path, body)
         assert status == 201, job
         return job
 

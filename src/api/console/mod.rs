@@ -47,6 +47,8 @@ const SOURCES: &[Source] = sources![
     ("executions.js", "text/javascript; charset=utf-8"),
     ("cluster.js", "text/javascript; charset=utf-8"),
     ("executors.js", "text/javascript; charset=utf-8"),
+    ("tokens.js", "text/javascript; charset=utf-8"),
+    ("audit.js", "text/javascript; charset=utf-8"),
     ("favicon.svg", "image/svg+xml"),
 ];
 

@@ -1,7 +1,7 @@
 // Cluster: the members, how the jobs spread over them, and which instance owns a given job.
 
-import { api, enc } from './api.js';
-import { h, mount } from './dom.js';
+import { api } from './api.js';
+import { h, mount, jobHref } from './dom.js';
 import { t } from './i18n.js';
 
 const SHOWN = 100;
@@ -29,7 +29,7 @@ export async function clusterPage(params) {
       h('table', {},
         h('thead', {}, h('tr', {}, h('th', {}, t('jobs.name')), h('th', {}, t('cluster.owner')))),
         h('tbody', {}, matches.slice(0, SHOWN).map((j) => h('tr', { class: j.enabled ? '' : 'row-muted' },
-          h('td', {}, h('a', { href: `#/jobs/${enc(j.name)}` }, j.name)),
+          h('td', {}, h('a', { href: jobHref(j.name) }, j.name)),
           h('td', {}, j.owner || h('span', { class: 'muted' }, t('cluster.nobody'))))))),
       h('p', { class: 'muted' }, t('cluster.shown', { shown: Math.min(SHOWN, matches.length), total: matches.length })));
   }

@@ -109,6 +109,24 @@ export function pager(page, go) {
     h('button', { type: 'button', class: 'secondary', disabled: page.number + 1 >= page.totalPages, onclick: () => go(page.number + 1) }, t('pager.next')));
 }
 
+/// The namespace a page shows, beside its title.
+export function namespaceTag(ns) {
+  return h('span', { class: 'tag ns-tag' }, t('ns.tag', { ns }));
+}
+
+/// The namespace and the name of the job whose key is `key` (`team-a/sync`; `sync` alone is
+/// in `default`): the cluster and executors views name jobs by key.
+export function splitKey(key) {
+  const i = key.indexOf('/');
+  return i < 0 ? { ns: 'default', name: key } : { ns: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+/// The page of the job whose key is `key`, opened in its namespace.
+export function jobHref(key) {
+  const { ns, name } = splitKey(key);
+  return `#/jobs/${encodeURIComponent(name)}?ns=${ns}`;
+}
+
 /// A labelled form field with a place for its error message beside it.
 export function field(name, label, control, hint) {
   control.id = `f-${name}`;

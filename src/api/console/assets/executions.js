@@ -1,8 +1,8 @@
 // Executions: the search across jobs, and one execution's page with its shard range,
 // executor, trace id, timings, error, retry chain and the Retry / Cancel actions.
 
-import { api, apiWithLink, query, enc } from './api.js';
-import { h, mount, time, duration, statusBadge, flash, errorBox, pager, isFinal } from './dom.js';
+import { nsApi, apiWithLink, inNamespace, query, enc, namespace } from './api.js';
+import { h, mount, time, duration, statusBadge, flash, errorBox, pager, isFinal, namespaceTag } from './dom.js';
 import { t } from './i18n.js';
 import { session } from './session.js';
 
@@ -34,14 +34,14 @@ export function executionTable(rows, { showJob }) {
 }
 
 /// `datetime-local` value (local time) to an RFC 3339 instant.
-function instant(local) {
+export function instant(local) {
   if (!local) return '';
   const d = new Date(local);
   return Number.isNaN(d.getTime()) ? '' : d.toISOString();
 }
 
 /// An RFC 3339 instant to a `datetime-local` value.
-function localValue(iso) {
+export function localValue(iso) {
   if (!iso) return '';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return '';
@@ -86,7 +86,7 @@ export async function executionsPage(params) {
 
   let results;
   try {
-    const page = await api('GET', `/executions${query({ ...filter, page: pageNo, size: PAGE_SIZE })}`);
+    const page = await nsApi('GET', `/executions${query({ ...filter, page: pageNo, size: PAGE_SIZE })}`);
     results = [executionTable(page.content, { showJob: true }), pager(page, (n) => { location.hash = link({ page: n }); })];
   } catch (err) {
     if (err.status === 401) throw err;
@@ -94,7 +94,7 @@ export async function executionsPage(params) {
       ? h('p', { class: 'error' }, t('exec.searchUnavailable', { message: err.message }))
       : errorBox(err);
   }
-  return { node: h('div', {}, h('h1', {}, t('exec.title')), form, results), title: t('exec.title') };
+  return { node: h('div', {}, h('h1', {}, t('exec.title'), namespaceTag(namespace.get())), form, results), title: t('exec.title') };
 }
 
 /// The retries before this execution (following parentTraceId) and after it (rows of the
@@ -104,14 +104,14 @@ async function retryChain(exec) {
   let cur = exec;
   for (let i = 0; i < 20 && cur.parentTraceId; i += 1) {
     try {
-      cur = await api('GET', `/jobs/executions/${enc(cur.parentTraceId)}`);
+      cur = await nsApi('GET', `/jobs/executions/${enc(cur.parentTraceId)}`);
     } catch {
       break;
     }
     chain.unshift(cur);
   }
   try {
-    const recent = await api('GET', `/jobs/${enc(exec.jobName)}/executions?size=200`);
+    const recent = await nsApi('GET', `/jobs/${enc(exec.jobName)}/executions?size=200`);
     const byParent = new Map(recent.content.filter((e) => e.parentTraceId).map((e) => [e.parentTraceId, e]));
     let last = exec;
     while (byParent.has(last.traceId) && chain.length < 50) {
@@ -135,7 +135,7 @@ function executionLog(traceId) {
   let seen = 0;
   async function follow() {
     try {
-      const { json: page, link } = await apiWithLink('GET', `/jobs/executions/${enc(traceId)}/logs${query({ after, limit: 1000 })}`);
+      const { json: page, link } = await apiWithLink('GET', inNamespace(`/jobs/executions/${enc(traceId)}/logs${query({ after, limit: 1000 })}`));
       if (link && !elsewhere.firstChild) {
         mount(elsewhere, h('a', { href: link, target: '_blank', rel: 'noopener' }, t('exec.logElsewhere')));
       }
@@ -177,14 +177,14 @@ export async function executionPage(traceId) {
 
   async function draw() {
     clearTimeout(timer);
-    const e = await api('GET', `/jobs/executions/${enc(traceId)}`);
+    const e = await nsApi('GET', `/jobs/executions/${enc(traceId)}`);
     const chain = await retryChain(e);
     const item = (key, value) => [h('dt', {}, t(key)), h('dd', {}, value)];
     const actions = h('div', { class: 'actions' },
       session.can('operator') && isFinal(e.status) ? h('button', {
         type: 'button',
         onclick: () => act(async () => {
-          const retry = await api('POST', `/jobs/executions/${enc(traceId)}/retry`);
+          const retry = await nsApi('POST', `/jobs/executions/${enc(traceId)}/retry`);
           flash(t('exec.retried'));
           location.hash = `#/executions/${enc(retry.traceId)}`;
         }),
@@ -193,7 +193,7 @@ export async function executionPage(traceId) {
         type: 'button',
         class: 'danger',
         onclick: () => act(async () => {
-          await api('POST', `/jobs/executions/${enc(traceId)}/cancel`);
+          await nsApi('POST', `/jobs/executions/${enc(traceId)}/cancel`);
           flash(t('exec.cancelled'));
           await draw();
         }),
@@ -206,6 +206,7 @@ export async function executionPage(traceId) {
       failed(e.status) && e.errorMessage ? h('pre', { class: 'error-message', role: 'alert' }, e.errorMessage) : null,
       h('div', { class: 'columns' },
         h('section', { class: 'card' }, h('dl', { class: 'definition' },
+          item('exec.namespace', e.namespace),
           item('exec.job', h('a', { href: `#/jobs/${enc(e.jobName)}` }, e.jobName)),
           item('exec.status', statusBadge(e.status)),
           item('exec.triggerType', e.triggerType),

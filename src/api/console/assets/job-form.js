@@ -2,8 +2,8 @@
 // type), only the fields the chosen schedule type takes, and the API's validation messages
 // beside the fields they name.
 
-import { api, query, enc } from './api.js';
-import { h, mount, time, field, flash, errorBox } from './dom.js';
+import { api, nsApi, query, enc, namespace } from './api.js';
+import { h, mount, time, field, flash, errorBox, namespaceTag } from './dom.js';
 import { t } from './i18n.js';
 import { cronWords } from './cron-words.js';
 
@@ -30,7 +30,7 @@ function jsonText(v) {
 }
 
 export async function jobFormPage(name) {
-  const job = name ? await api('GET', `/jobs/${enc(name)}`) : null;
+  const job = name ? await nsApi('GET', `/jobs/${enc(name)}`) : null;
   const v = job || {
     name: '', serviceName: '', serviceGroup: null, handler: '', scheduleType: 'CRON', cron: '0 0 * * * ?',
     intervalSeconds: null, startAt: null, timezone: '', enabled: true,
@@ -229,8 +229,8 @@ export async function jobFormPage(name) {
     }
     try {
       const saved = job
-        ? await api('PUT', `/jobs/${enc(job.name)}`, b)
-        : await api('POST', '/jobs', b);
+        ? await nsApi('PUT', `/jobs/${enc(job.name)}`, b)
+        : await nsApi('POST', '/jobs', b);
       flash(t('form.saved'));
       location.hash = `#/jobs/${enc(saved.name)}`;
     } catch (err) {
@@ -252,7 +252,7 @@ export async function jobFormPage(name) {
   updatePreview();
   const title = job ? t('form.editTitle', { name: job.name }) : t('form.createTitle');
   return {
-    node: h('div', {}, h('h1', {}, title), form),
+    node: h('div', {}, h('h1', {}, title, namespaceTag(job ? job.namespace : namespace.get())), form),
     title,
     leave: () => clearTimeout(previewTimer),
   };

@@ -1,8 +1,8 @@
 // Jobs: the searchable, filterable, paged list, and one job's page (definition, next fire
 // times, history, and the actions the caller's role allows).
 
-import { api, query, enc } from './api.js';
-import { h, mount, time, statusBadge, flash, errorBox, confirmDialog, pager, isFinal } from './dom.js';
+import { nsApi, query, enc, namespace } from './api.js';
+import { h, mount, time, statusBadge, flash, errorBox, confirmDialog, pager, isFinal, namespaceTag } from './dom.js';
 import { t } from './i18n.js';
 import { cronWords } from './cron-words.js';
 import { session } from './session.js';
@@ -43,7 +43,7 @@ export async function jobsPage(params) {
   };
   const pageNo = Number(params.get('page') || 0);
   // One call for the page: each job comes with its next fire time and last execution.
-  const page = await api('GET', `/jobs${query({ ...filter, page: pageNo, size: PAGE_SIZE, summary: true })}`);
+  const page = await nsApi('GET', `/jobs${query({ ...filter, page: pageNo, size: PAGE_SIZE, summary: true })}`);
   const link = (over) => `#/jobs${query({ ...filter, page: 0, ...over })}`;
 
   const prefix = h('input', { type: 'search', id: 'q-name', value: filter.namePrefix });
@@ -83,7 +83,7 @@ export async function jobsPage(params) {
 
   const node = h('div', {},
     h('div', { class: 'title-row' },
-      h('h1', {}, t('jobs.title')),
+      h('h1', {}, t('jobs.title'), namespaceTag(namespace.get())),
       session.can('admin') ? h('a', { class: 'button', href: '#/jobs/+new' }, t('action.create')) : null),
     form,
     page.content.length === 0 ? h('p', { class: 'muted' }, t('jobs.empty')) : h('div', { class: 'table-wrap' }, h('table', {},
@@ -100,6 +100,7 @@ function definition(job) {
   const json = (v) => (v === null || v === undefined ? '–' : h('code', {}, JSON.stringify(v)));
   const list = (v) => (Array.isArray(v) ? (v.length ? v.join(', ') : '–') : undefined);
   return h('dl', { class: 'definition' },
+    item('f.namespace', job.namespace),
     item('f.serviceName', job.serviceName),
     item('f.serviceGroup', job.serviceGroup || undefined),
     item('f.handler', job.handler),
@@ -145,12 +146,12 @@ export async function jobPage(name, params) {
   let backfillTimer = null;
   async function drawBackfills(job) {
     clearTimeout(backfillTimer);
-    const list = await api('GET', `/jobs/${enc(name)}/backfills`);
+    const list = await nsApi('GET', `/jobs/${enc(name)}/backfills`);
     const cancel = (b) => h('button', {
       type: 'button',
       class: 'secondary',
       onclick: () => act(async () => {
-        await api('POST', `/jobs/${enc(name)}/backfills/${enc(b.backfillId)}/cancel`);
+        await nsApi('POST', `/jobs/${enc(name)}/backfills/${enc(b.backfillId)}/cancel`);
         flash(t('backfill.cancelled'));
         await drawBackfills(job);
       }),
@@ -190,7 +191,7 @@ export async function jobPage(name, params) {
             to: new Date(to.value).toISOString(),
             maxPerSecond: Number(pace.value),
           };
-          const started = await api('POST', `/jobs/${enc(name)}/backfill`, body);
+          const started = await nsApi('POST', `/jobs/${enc(name)}/backfill`, body);
           mount(status);
           flash(t('backfill.started', { fires: started.fires }));
           await drawBackfills(job);
@@ -204,7 +205,7 @@ export async function jobPage(name, params) {
   }
   async function drawHistory() {
     clearTimeout(timer);
-    const page = await api('GET', `/jobs/${enc(name)}/executions${query({ page: historyPage, size: HISTORY_SIZE, status: historyStatus })}`);
+    const page = await nsApi('GET', `/jobs/${enc(name)}/executions${query({ page: historyPage, size: HISTORY_SIZE, status: historyStatus })}`);
     const statusFilter = h('select', {
       id: 'history-status',
       onchange: () => { historyStatus = statusFilter.value; historyPage = 0; drawHistory(); },
@@ -224,8 +225,8 @@ export async function jobPage(name, params) {
 
   async function draw() {
     const [job, next] = await Promise.all([
-      api('GET', `/jobs/${enc(name)}`),
-      api('GET', `/jobs/${enc(name)}/next-fire-times?count=10`),
+      nsApi('GET', `/jobs/${enc(name)}`),
+      nsApi('GET', `/jobs/${enc(name)}/next-fire-times?count=10`),
     ]);
     const params = h('textarea', { id: 'trigger-params', rows: 3, placeholder: '{"date": "2026-01-01"}' });
     const actions = h('div', { class: 'actions' },
@@ -242,7 +243,7 @@ export async function jobPage(name, params) {
               return;
             }
           }
-          const created = await api('POST', `/jobs/${enc(name)}/trigger`, body);
+          const created = await nsApi('POST', `/jobs/${enc(name)}/trigger`, body);
           mount(status);
           // The overlap policy may have skipped the run: its executions say so.
           const skipped = created.every((e) => e.status === 'SKIPPED');
@@ -255,7 +256,7 @@ export async function jobPage(name, params) {
         type: 'button',
         class: 'secondary',
         onclick: () => act(async () => {
-          await api('PATCH', `/jobs/${enc(name)}/enabled?enabled=${!job.enabled}`);
+          await nsApi('PATCH', `/jobs/${enc(name)}/enabled?enabled=${!job.enabled}`);
           flash(t(job.enabled ? 'job.disabledNow' : 'job.enabledNow'));
           await draw();
         }),
@@ -266,13 +267,13 @@ export async function jobPage(name, params) {
         class: 'danger',
         onclick: () => act(async () => {
           if (!(await confirmDialog(t('job.confirmDelete', { name }), t('action.delete')))) return;
-          await api('DELETE', `/jobs/${enc(name)}`);
+          await nsApi('DELETE', `/jobs/${enc(name)}`);
           flash(t('job.deleted', { name }));
           go('#/jobs');
         }),
       }, t('action.delete')) : null);
     mount(node,
-      h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, t('nav.jobs')), ' / '),
+      h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, t('nav.jobs')), ' ', namespaceTag(job.namespace), ' / '),
       h('div', { class: 'title-row' },
         h('h1', {}, name, job.enabled ? null : h('span', { class: 'tag muted' }, t('jobs.paused'))),
         actions),
