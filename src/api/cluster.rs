@@ -35,7 +35,9 @@ pub struct ClusterView {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobOwner {
+    /// The name within the namespace.
     pub name: String,
+    pub namespace: String,
     pub enabled: bool,
     pub owner: Option<String>,
 }
@@ -60,7 +62,8 @@ async fn cluster(
         jobs: jobs
             .iter()
             .map(|j| JobOwner {
-                name: j.name().to_string(),
+                name: j.name().local().to_string(),
+                namespace: j.name().namespace().to_string(),
                 enabled: j.spec.enabled,
                 owner: j
                     .spec

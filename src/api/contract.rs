@@ -147,7 +147,7 @@ fn property_rules() -> Vec<(&'static str, &'static str, Value)> {
         (
             "TokenRequest",
             "namespaces",
-            json!({"maxItems": MAX_TOKEN_NAMESPACES, "items": namespace_rule()}),
+            json!({"minItems": 1, "maxItems": MAX_TOKEN_NAMESPACES, "items": namespace_rule()}),
         ),
         (
             "BackfillRequest",

@@ -15,7 +15,7 @@ use super::AppState;
 use super::auth::{Auth, Viewer};
 use super::error::ApiError;
 use crate::discovery::{ExecutorInstance, Service};
-use crate::jobs::JobDefinition;
+use crate::jobs::{JobDefinition, Namespace, local_name};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(executors))
@@ -60,7 +60,9 @@ pub struct ExecutorView {
 #[serde(rename_all = "camelCase")]
 pub struct LastCallView {
     pub trace_id: String,
+    /// The job's name within its namespace.
     pub job_name: String,
+    pub namespace: String,
     pub at: DateTime<Utc>,
     /// The status the executor answered, `ACCEPTED` (it reports later), `NO_ANSWER` (none
     /// within the timeout) or `UNREACHABLE` (connection refused).
@@ -120,7 +122,8 @@ async fn executors(
                             calls_in_flight: in_flight.get(&address).copied().unwrap_or(0),
                             last_call: calls.last(&address).map(|c| LastCallView {
                                 trace_id: c.trace_id,
-                                job_name: c.job_name,
+                                namespace: Namespace::of_key(&c.job_name).to_string(),
+                                job_name: local_name(&c.job_name).to_string(),
                                 at: c.at,
                                 outcome: c.outcome,
                             }),

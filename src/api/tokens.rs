@@ -45,7 +45,7 @@ pub struct TokenRequest {
     #[schema(example = "payments-ci")]
     pub name: String,
     pub role: RoleName,
-    /// The namespaces the token may act in; null or absent: every namespace.
+    /// The namespaces the token may act in (1 to 100); null or absent: every namespace.
     #[schema(example = json!(["payments"]))]
     pub namespaces: Option<Vec<String>>,
 }
@@ -141,10 +141,12 @@ async fn create_token(
     let namespaces = match req.namespaces {
         None => None,
         Some(list) => {
-            if list.len() > MAX_TOKEN_NAMESPACES {
+            if list.is_empty() || list.len() > MAX_TOKEN_NAMESPACES {
                 return Err(ApiError::field(
                     "namespaces",
-                    format!("must list at most {MAX_TOKEN_NAMESPACES}"),
+                    format!(
+                        "must list 1 to {MAX_TOKEN_NAMESPACES} namespaces (null: every namespace)"
+                    ),
                 ));
             }
             let mut parsed = Vec::with_capacity(list.len());

@@ -313,6 +313,30 @@ async fn namespaces_keep_jobs_and_executions_apart(backend: Backend) {
     .await;
     assert_eq!(traces(&found), std::slice::from_ref(&trace));
 
+    // Views of every namespace tell the two jobs of one name apart.
+    let (_, cluster) = call(&app, Method::GET, "/api/v1/cluster", None, admin).await;
+    let mut owned: Vec<(String, String)> = cluster["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            (
+                j["namespace"].as_str().unwrap().into(),
+                j["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    owned.sort();
+    assert_eq!(
+        owned,
+        [
+            ("default".to_string(), "sync".to_string()),
+            ("team-a".into(), "parent".into()),
+            ("team-a".into(), "report".into()),
+            ("team-a".into(), "sync".into())
+        ]
+    );
+
     // Deleting one leaves the other.
     assert_eq!(
         call(&app, Method::DELETE, "/api/v1/jobs/sync", None, admin)

@@ -1,7 +1,7 @@
 // Cluster: the members, how the jobs spread over them, and which instance owns a given job.
 
 import { api } from './api.js';
-import { h, mount, jobHref } from './dom.js';
+import { h, mount, jobHref, jobLabel } from './dom.js';
 import { t } from './i18n.js';
 
 const SHOWN = 100;
@@ -24,12 +24,12 @@ export async function clusterPage(params) {
   const table = h('div', {});
   function drawJobs() {
     const q = find.value.trim().toLowerCase();
-    const matches = c.jobs.filter((j) => !q || j.name.toLowerCase().includes(q));
+    const matches = c.jobs.filter((j) => !q || jobLabel(j.name, j.namespace).toLowerCase().includes(q));
     mount(table,
       h('table', {},
         h('thead', {}, h('tr', {}, h('th', {}, t('jobs.name')), h('th', {}, t('cluster.owner')))),
         h('tbody', {}, matches.slice(0, SHOWN).map((j) => h('tr', { class: j.enabled ? '' : 'row-muted' },
-          h('td', {}, h('a', { href: jobHref(j.name) }, j.name)),
+          h('td', {}, h('a', { href: jobHref(j.name, j.namespace) }, jobLabel(j.name, j.namespace))),
           h('td', {}, j.owner || h('span', { class: 'muted' }, t('cluster.nobody'))))))),
       h('p', { class: 'muted' }, t('cluster.shown', { shown: Math.min(SHOWN, matches.length), total: matches.length })));
   }

@@ -114,17 +114,14 @@ export function namespaceTag(ns) {
   return h('span', { class: 'tag ns-tag' }, t('ns.tag', { ns }));
 }
 
-/// The namespace and the name of the job whose key is `key` (`team-a/sync`; `sync` alone is
-/// in `default`): the cluster and executors views name jobs by key.
-export function splitKey(key) {
-  const i = key.indexOf('/');
-  return i < 0 ? { ns: 'default', name: key } : { ns: key.slice(0, i), name: key.slice(i + 1) };
+/// The page of job `name` of namespace `ns`, opened in its namespace.
+export function jobHref(name, ns) {
+  return `#/jobs/${encodeURIComponent(name)}?ns=${ns}`;
 }
 
-/// The page of the job whose key is `key`, opened in its namespace.
-export function jobHref(key) {
-  const { ns, name } = splitKey(key);
-  return `#/jobs/${encodeURIComponent(name)}?ns=${ns}`;
+/// A job as views of every namespace show it: `ns/name`, the name alone in `default`.
+export function jobLabel(name, ns) {
+  return ns === 'default' ? name : `${ns}/${name}`;
 }
 
 /// A labelled form field with a place for its error message beside it.

@@ -3,7 +3,7 @@
 // seconds while shown.
 
 import { api, enc } from './api.js';
-import { h, mount, time, statusBadge, jobHref, splitKey } from './dom.js';
+import { h, mount, time, statusBadge, jobHref, jobLabel } from './dom.js';
 import { t } from './i18n.js';
 
 const REFRESH_MS = 3000;
@@ -14,8 +14,8 @@ function lastCall(c) {
     ? h('span', { class: `badge ${c.outcome === 'ACCEPTED' ? 'busy' : 'bad'}` }, t(`executors.${c.outcome}`))
     : statusBadge(c.outcome);
   return h('span', {},
-    h('a', { href: `#/executions/${enc(c.traceId)}?ns=${splitKey(c.jobName).ns}` }, outcome), ' ',
-    h('a', { href: jobHref(c.jobName) }, c.jobName), ' ', time(c.at));
+    h('a', { href: `#/executions/${enc(c.traceId)}?ns=${c.namespace}` }, outcome), ' ',
+    h('a', { href: jobHref(c.jobName, c.namespace) }, jobLabel(c.jobName, c.namespace)), ' ', time(c.at));
 }
 
 function service(s) {
