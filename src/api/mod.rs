@@ -154,7 +154,9 @@ impl utoipa::Modify for BearerAuth {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("An API token from auth.tokens"))
+                    .description(Some(
+                        "An API token: from auth.tokens, or made through /api/v1/tokens",
+                    ))
                     .build(),
             ),
         );
