@@ -5,7 +5,8 @@
 //!
 //! An entry is written after the change it records, not in the change's transaction: the
 //! trail never holds a write up or makes it fail. A write whose entry cannot be stored is
-//! logged at ERROR with the entry and counted (`audit_write_failures_total`).
+//! logged at ERROR with the entry and counted (`audit_write_failures_total`;
+//! [`record`](crate::store::record_audit)).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -100,14 +101,6 @@ pub struct AuditEntry {
     /// `{"field": {"from", "to"}}`, a trigger's trace ids, a token's role and namespaces.
     #[schema(value_type = Option<Object>)]
     pub detail: Option<Value>,
-}
-
-/// Stores `entry`; a failure is logged with the entry and counted, never returned.
-pub async fn record(store: &dyn crate::store::AuditStore, entry: &AuditEntry) {
-    if let Err(e) = store.record_audit(entry).await {
-        metrics::counter!("audit_write_failures_total").increment(1);
-        tracing::error!(error = %e, entry = %serde_json::to_string(entry).unwrap_or_default(), "cannot record an audit entry");
-    }
 }
 
 /// The fields that differ between two JSON objects (a job's definition before and after a

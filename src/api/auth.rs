@@ -130,14 +130,14 @@ impl Tokens {
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
             .filter(|u| !u.is_empty())?;
-        let groups = proxy
+        // Groups come comma-separated, on one header line or on several (oauth2-proxy sends
+        // a line per group).
+        let by_group = proxy
             .groups_header
-            .as_ref()
-            .and_then(|h| parts.headers.get(h.as_str()))
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let by_group = groups
-            .split(',')
+            .iter()
+            .flat_map(|h| parts.headers.get_all(h.as_str()))
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|line| line.split(','))
             .filter_map(|g| proxy.groups.get(g.trim()))
             .max();
         let role = [proxy.users.get(user), by_group]
@@ -643,6 +643,20 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(p.role, Role::Operator);
+        let dave = [
+            ("x-forwarded-user", "dave"),
+            ("x-forwarded-groups", "dev"),
+            ("x-forwarded-groups", "ops"),
+        ];
+        let p = tokens
+            .identify_request(&from("10.1.0.9", &dave), &none)
+            .await
+            .unwrap();
+        assert_eq!(
+            p.role,
+            Role::Operator,
+            "a group on a line of its own counts"
+        );
         let carol = [("x-forwarded-user", "carol")];
         assert!(
             tokens

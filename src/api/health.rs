@@ -78,7 +78,12 @@ async fn prometheus(
         state
             .tokens
             .authorize(&parts, crate::config::Role::Viewer, state.store.as_ref())
-            .await?;
+            .await
+            // The metrics label every namespace's jobs.
+            .and_then(|p| match p.unrestricted() {
+                true => Ok(p),
+                false => Err(super::auth::AuthError::Restricted),
+            })?;
     }
     Ok((
         [(

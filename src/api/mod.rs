@@ -105,7 +105,7 @@ impl AppState {
             target: target.to_string(),
             detail,
         };
-        crate::audit::record(self.store.as_ref(), &entry).await;
+        crate::store::record_audit(self.store.as_ref(), &entry).await;
     }
 
     /// `UP` or `DOWN: reason` for the readiness check.

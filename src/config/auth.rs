@@ -205,6 +205,15 @@ impl AuthSettings {
             proxy.validate()?;
         }
         for (i, t) in self.tokens.iter().enumerate() {
+            if t.namespaces.as_ref().is_some_and(Vec::is_empty) {
+                return Err(invalid(
+                    "auth.tokens",
+                    format!(
+                        "token `{}`: `namespaces` must list at least one (leave it out for every namespace)",
+                        t.name
+                    ),
+                ));
+            }
             for ns in t.namespaces.iter().flatten() {
                 crate::jobs::Namespace::parse(ns).map_err(|m| {
                     invalid(

@@ -191,7 +191,7 @@ impl JobDocumentSync {
                 "deleted": changes.deleted,
             })),
         };
-        crate::audit::record(self.store.as_ref(), &entry).await;
+        crate::store::record_audit(self.store.as_ref(), &entry).await;
     }
 
     /// What the entries refer to outside themselves: alert channels and calendars must be

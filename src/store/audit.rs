@@ -111,6 +111,16 @@ impl AuditStore for SqlStore {
     }
 }
 
+/// Stores `entry`; a failure is logged with the entry and counted
+/// (`audit_write_failures_total`), never returned: the trail never fails the change it records.
+pub async fn record_audit(store: &dyn AuditStore, entry: &AuditEntry) {
+    if let Err(e) = store.record_audit(entry).await {
+        metrics::counter!("audit_write_failures_total").increment(1);
+        let shown = serde_json::to_string(entry).unwrap_or_default();
+        tracing::error!(error = %e, entry = %shown, "cannot record an audit entry");
+    }
+}
+
 fn push_filter(q: &mut Sql, f: &AuditFilter) {
     if let Some(a) = &f.actor {
         q.push(" AND actor = ").bind(a);

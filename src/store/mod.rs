@@ -45,7 +45,7 @@ use crate::jobs::{
     OverlapPolicy, TriggerType,
 };
 
-pub use audit::{AuditFilter, AuditStore};
+pub use audit::{AuditFilter, AuditStore, record_audit};
 pub use backfills::BackfillStore;
 pub use logs::{LogEnd, LogLine, LogPage, LogStore};
 pub use retention::PurgePace;
