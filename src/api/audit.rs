@@ -90,13 +90,10 @@ async fn read_audit(
         page: p.page,
         size: p.size,
     }
-    .parse();
-    if let Err(ApiError::Validation(e)) = &page {
-        errors.extend(e.iter().cloned());
-    }
-    if !errors.is_empty() {
+    .parse_noting(&mut errors);
+    let (Some(page), true) = (page, errors.is_empty()) else {
         return Err(ApiError::Validation(errors));
-    }
+    };
     let filter = AuditFilter {
         actor: p.actor,
         action,
@@ -105,7 +102,6 @@ async fn read_audit(
         from,
         to,
     };
-    let page = page?;
     let found = state.store.list_audit(&filter, page).await?;
     Ok(axum::Json(Page::of(found, page, |e| e)))
 }

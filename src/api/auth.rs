@@ -341,10 +341,7 @@ impl<R: RequiredRole> FromRequestParts<AppState> for Auth<R> {
     type Rejection = AuthError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AuthError> {
-        let p = state
-            .tokens
-            .authorize(parts, R::ROLE, state.store.as_ref())
-            .await?;
+        let Caller(p, _) = Caller::<R>::from_request_parts(parts, state).await?;
         if !p.unrestricted() {
             return Err(AuthError::Restricted);
         }

@@ -105,13 +105,10 @@ impl ExecutionSearchParams {
             page: self.page,
             size: self.size,
         }
-        .parse();
-        if let Err(ApiError::Validation(e)) = &page {
-            errors.extend(e.iter().cloned());
-        }
-        if !errors.is_empty() {
+        .parse_noting(&mut errors);
+        let (Some(page), true) = (page, errors.is_empty()) else {
             return Err(ApiError::Validation(errors));
-        }
+        };
         let filter = ExecutionFilter {
             namespace: Some(namespace.clone()),
             job_name,
@@ -121,7 +118,7 @@ impl ExecutionSearchParams {
             from,
             to,
         };
-        Ok((filter, page?))
+        Ok((filter, page))
     }
 }
 

@@ -124,6 +124,19 @@ pub struct PageParams {
 }
 
 impl PageParams {
+    /// The page, or `None` with its problems added to `errors` (for handlers that answer every
+    /// bad parameter at once).
+    pub fn parse_noting(self, errors: &mut Vec<crate::jobs::FieldError>) -> Option<PageRequest> {
+        match self.parse() {
+            Ok(page) => Some(page),
+            Err(ApiError::Validation(e)) => {
+                errors.extend(e);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
     pub fn parse(self) -> Result<PageRequest, ApiError> {
         let size = self.size.unwrap_or(20);
         if !(1..=MAX_PAGE_SIZE).contains(&size) {

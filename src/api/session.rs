@@ -29,6 +29,16 @@ pub enum RoleName {
     Admin,
 }
 
+impl From<RoleName> for Role {
+    fn from(r: RoleName) -> Self {
+        match r {
+            RoleName::Viewer => Self::Viewer,
+            RoleName::Operator => Self::Operator,
+            RoleName::Admin => Self::Admin,
+        }
+    }
+}
+
 impl From<Role> for RoleName {
     fn from(r: Role) -> Self {
         match r {

@@ -18,7 +18,6 @@ use super::error::{ApiError, Problem};
 use super::extract::{Path, ValidJson};
 use super::session::RoleName;
 use crate::audit::AuditAction;
-use crate::config::Role;
 use crate::jobs::{Namespace, parse_plain};
 use crate::store::StoredToken;
 
@@ -111,14 +110,6 @@ fn new_secret() -> String {
     )
 }
 
-fn role_of(name: RoleName) -> Role {
-    match name {
-        RoleName::Viewer => Role::Viewer,
-        RoleName::Operator => Role::Operator,
-        RoleName::Admin => Role::Admin,
-    }
-}
-
 /// The token's detail in the audit trail: what it may do, never its secret.
 fn audit_detail(t: &StoredToken) -> serde_json::Value {
     serde_json::json!({"role": RoleName::from(t.role), "namespaces": t.namespaces})
@@ -167,7 +158,7 @@ async fn create_token(
     }
     let token = StoredToken {
         name,
-        role: role_of(req.role),
+        role: req.role.into(),
         namespaces,
         created_at: crate::store::ms(state.clock.now()),
         created_by: auth.actor().map(str::to_string),

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use super::sql::{Row, Sql};
 use super::{SqlStore, StoreError};
 use crate::config::Role;
+use crate::jobs::choose;
 
 /// A token as stored, without its secret.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +63,7 @@ impl TokenStore for SqlStore {
         q.push("api_token ");
         q.values([vec![
             ("name", token.name.as_str().into()),
-            ("role", role_name(token.role).into()),
+            ("role", <&str>::from(token.role).into()),
             ("namespaces", namespaces.into()),
             ("secret_sha256", secret_sha256.into()),
             ("created_at", token.created_at.into()),
@@ -122,25 +123,12 @@ impl TokenStore for SqlStore {
     }
 }
 
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::Viewer => "viewer",
-        Role::Operator => "operator",
-        Role::Admin => "admin",
-    }
-}
-
 fn token(row: &Row) -> Result<StoredToken, StoreError> {
     let name: String = row.get("name")?;
     let corrupt = |field: &str, m: String| {
         StoreError::Corrupt(format!("token `{name}`: column {field}: {m}"))
     };
-    let role = match row.get::<String>("role")?.as_str() {
-        "viewer" => Role::Viewer,
-        "operator" => Role::Operator,
-        "admin" => Role::Admin,
-        other => return Err(corrupt("role", format!("`{other}`"))),
-    };
+    let role: Role = choose(&row.get::<String>("role")?).map_err(|m| corrupt("role", m))?;
     let namespaces = row
         .get::<Option<String>>("namespaces")?
         .map(|t| serde_json::from_str::<Vec<String>>(&t))
