@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::columns::{execution, new_execution_columns};
-use super::sql::{Row, Sql, Tx};
+use super::sql::{Arg, Backend, Row, Sql, Tx};
 use super::steps::{count_cancels, lock_job_rows, record_stopping};
 use super::{
     ACTIVITY_DELAY_SAMPLE, Activity, Applied, ChildTrigger, Cursor, ExecutionFilter,
@@ -191,7 +191,7 @@ impl ExecutionStore for SqlStore {
         let merged = fold_moves(&winners);
         let merged: Vec<&(String, Transition)> = merged.iter().collect();
         for chunk in merged.chunks(MULTI_ROW / 2) {
-            tx.execute(set_many(chunk)).await?;
+            tx.execute(set_many(tx.backend(), chunk)).await?;
         }
         let all: Vec<&(String, Transition)> = batch.iter().collect();
         follow_up(&mut tx, &all, &mut applied).await?;
@@ -500,50 +500,99 @@ async fn trigger_children(
     insert_executions(tx, &due).await
 }
 
-/// One UPDATE giving each row of `items` its own values (`CASE trace_id`), for rows already
-/// known to be in a `from` state; columns an item leaves unset keep their value.
-fn set_many(items: &[&(String, Transition)]) -> Sql {
-    let mut q = Sql::new("UPDATE job_execution SET status = CASE trace_id");
-    for (trace, t) in items {
-        q.push(" WHEN ")
-            .bind(trace)
-            .push(" THEN ")
-            .bind(t.to.as_str());
-    }
-    q.push(" END");
-    let mut column = |name: &str, value: &dyn Fn(&Transition) -> Option<super::sql::Arg>| {
-        if items.iter().all(|(_, t)| value(t).is_none()) {
-            return;
+/// One UPDATE giving each row of `items` its own values, for rows already known to be in a
+/// `from` state; columns an item leaves unset keep their value. The values are a derived
+/// table (`SELECT ? AS trace_id, … UNION ALL SELECT …`) joined to the rows on the unique
+/// `trace_id` index, so the statement costs the same per row however large the batch: a
+/// `CASE trace_id WHEN … THEN …` per column, as this was first written, compares each row
+/// with every item of the batch, in every column (docs/benchmarks.md, "Writing a batch of
+/// results"). Only the columns some item sets are named.
+fn set_many(backend: Backend, items: &[&(String, Transition)]) -> Sql {
+    let changes: Vec<[Column; 8]> = items.iter().map(|(_, t)| changed_columns(t)).collect();
+    // The columns some item sets, each with a NULL of its type for the items that leave it
+    // unset: the derived table's column takes its type from its values, and an untyped NULL
+    // would make it text.
+    let columns: Vec<(usize, &str, Arg)> = (0..8)
+        .filter_map(|k| {
+            let value = changes.iter().find_map(|c| c[k].1.as_ref())?;
+            Some((k, changes[0][k].0, value.null()))
+        })
+        .collect();
+    let mut values = Sql::new("");
+    for (i, ((trace, t), change)) in items.iter().zip(&changes).enumerate() {
+        values.push(if i == 0 {
+            "SELECT "
+        } else {
+            " UNION ALL SELECT "
+        });
+        values.bind(trace.as_str());
+        if i == 0 {
+            values.push(" AS trace_id");
         }
-        q.push(&format!(", {name} = CASE trace_id"));
-        for (trace, t) in items {
-            if let Some(v) = value(t) {
-                q.push(" WHEN ").bind(trace).push(" THEN ").bind(v);
+        values.push(", ").bind(t.to.as_str());
+        if i == 0 {
+            values.push(" AS status");
+        }
+        for (k, name, null) in &columns {
+            values
+                .push(", ")
+                .bind(change[*k].1.clone().unwrap_or_else(|| null.clone()));
+            if i == 0 {
+                values.push(&format!(" AS {name}"));
             }
         }
-        q.push(&format!(" ELSE {name} END"));
+    }
+    // MySQL names the updated table's columns by its alias; SQLite's SET takes bare names.
+    let target = match backend {
+        Backend::MySql => "e.",
+        Backend::Sqlite => "",
     };
-    column("scheduler_instance", &|t| {
-        t.hand_to.as_ref().map(|(holder, _)| holder.as_str().into())
-    });
-    column("due_time", &|t| {
-        t.hand_to.as_ref().map(|(_, due)| (*due).into())
-    });
-    column("executor_instance", &|t| {
-        t.executor_instance.clone().map(Into::into)
-    });
-    column("start_time", &|t| t.start_time.map(Into::into));
-    column("finish_time", &|t| t.finish_time.map(Into::into));
-    column("duration_ms", &|t| t.duration_ms.map(Into::into));
-    column("result_message", &|t| {
-        t.result_message.clone().map(Into::into)
-    });
-    column("error_message", &|t| {
-        t.error_message.clone().map(Into::into)
-    });
-    q.push(" WHERE trace_id IN ")
-        .list(items.iter().map(|(trace, _)| trace.as_str()));
+    let mut set = format!("{target}status = v.status");
+    for (_, name, _) in &columns {
+        set.push_str(&format!(", {target}{name} = COALESCE(v.{name}, e.{name})"));
+    }
+    let mut q = match backend {
+        Backend::MySql => Sql::new("UPDATE ("),
+        Backend::Sqlite => Sql::new(&format!("UPDATE job_execution AS e SET {set} FROM (")),
+    };
+    q.append(values);
+    match backend {
+        // The values first and the rows through their unique index, whatever the table's
+        // size: on a small table the optimizer would rather scan it, locking every row it
+        // passes, and batches on other connections would deadlock with it. The bound values
+        // carry the connection's collation; the column's is binary.
+        Backend::MySql => q.push(&format!(
+            ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) \
+             ON e.trace_id = v.trace_id COLLATE utf8mb4_bin SET {set}"
+        )),
+        Backend::Sqlite => q.push(") AS v WHERE e.trace_id = v.trace_id"),
+    };
     q
+}
+
+/// A column a change may set beside `status`, with its value when the change sets it.
+type Column = (&'static str, Option<Arg>);
+
+/// Every column a change may set beside `status`, in one order for every change; those it
+/// leaves unset keep their value.
+fn changed_columns(t: &Transition) -> [Column; 8] {
+    let (holder, due) = match &t.hand_to {
+        Some((holder, due)) => (Some(holder.as_str().into()), Some((*due).into())),
+        None => (None, None),
+    };
+    [
+        ("scheduler_instance", holder),
+        ("due_time", due),
+        (
+            "executor_instance",
+            t.executor_instance.clone().map(Into::into),
+        ),
+        ("start_time", t.start_time.map(Into::into)),
+        ("finish_time", t.finish_time.map(Into::into)),
+        ("duration_ms", t.duration_ms.map(Into::into)),
+        ("result_message", t.result_message.clone().map(Into::into)),
+        ("error_message", t.error_message.clone().map(Into::into)),
+    ]
 }
 
 /// What a batch's compare reads of one row: its status and its holder's lease.
@@ -568,22 +617,11 @@ impl Held {
 /// The compare-and-set of one row, with its guards.
 fn transition_query(trace_id: &str, t: &Transition) -> Sql {
     let mut set = vec![("status", t.to.as_str().into())];
-    if let Some((owner, due)) = &t.hand_to {
-        set.push(("scheduler_instance", owner.as_str().into()));
-        set.push(("due_time", (*due).into()));
-    }
-    let optional: [(&'static str, Option<super::sql::Arg>); 6] = [
-        (
-            "executor_instance",
-            t.executor_instance.clone().map(Into::into),
-        ),
-        ("start_time", t.start_time.map(Into::into)),
-        ("finish_time", t.finish_time.map(Into::into)),
-        ("duration_ms", t.duration_ms.map(Into::into)),
-        ("result_message", t.result_message.clone().map(Into::into)),
-        ("error_message", t.error_message.clone().map(Into::into)),
-    ];
-    set.extend(optional.into_iter().filter_map(|(c, v)| v.map(|v| (c, v))));
+    set.extend(
+        changed_columns(t)
+            .into_iter()
+            .filter_map(|(c, v)| v.map(|v| (c, v))),
+    );
     let mut q = Sql::new("UPDATE job_execution SET ");
     q.set(set).push(" WHERE trace_id = ").bind(trace_id);
     if let Some((owner, due)) = &t.held_by {

@@ -64,6 +64,17 @@ pub enum Arg {
     Time(Option<DateTime<Utc>>),
 }
 
+impl Arg {
+    /// A NULL of this value's type.
+    pub fn null(&self) -> Self {
+        match self {
+            Self::Text(_) => Self::Text(None),
+            Self::Int(_) | Self::Bool(_) => Self::Int(None),
+            Self::Time(_) => Self::Time(None),
+        }
+    }
+}
+
 impl From<String> for Arg {
     fn from(v: String) -> Self {
         Self::Text(Some(v))
@@ -145,6 +156,13 @@ impl Sql {
     pub fn bind(&mut self, value: impl Into<Arg>) -> &mut Self {
         self.text.push('?');
         self.args.push(value.into());
+        self
+    }
+
+    /// Appends another statement's text and values.
+    pub fn append(&mut self, other: Sql) -> &mut Self {
+        self.text.push_str(&other.text);
+        self.args.extend(other.args);
         self
     }
 

@@ -27,6 +27,7 @@ backend_tests!(
     one_range_admitted_alone_is_not_judged_against_its_own_fire,
     batched_fires_are_independent,
     large_batches_return_what_was_stored,
+    a_batch_of_results_gives_each_row_its_own_values,
     duplicates_are_typed,
     fire_claims_are_exclusive_and_atomic,
     transitions_are_compare_and_set,
@@ -408,6 +409,95 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
             .unwrap(),
         500
     );
+}
+
+/// 600 results in one batch (more than one statement's worth), every other one setting
+/// different columns: each row gets exactly its own values, to the millisecond, and keeps
+/// the columns its change leaves unset.
+async fn a_batch_of_results_gives_each_row_its_own_values(backend: Backend) {
+    let (_db, s) = open(backend).await;
+    let fire = Utc.with_ymd_and_hms(2024, 7, 1, 0, 0, 0).unwrap();
+    let rows: Vec<NewExecution> = (0..600)
+        .map(|i| row(&format!("batch-{i:03}"), fire, 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    // Every third row has been started by another executor already: a result that does not
+    // name one keeps it.
+    let started: Vec<(String, Transition)> = rows
+        .iter()
+        .step_by(3)
+        .map(|r| {
+            let mut t = Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Running);
+            t.executor_instance = Some("10.0.0.9:9999".into());
+            (r.trace_id.clone(), t)
+        })
+        .collect();
+    assert!(
+        s.transitions(&started)
+            .await
+            .unwrap()
+            .iter()
+            .all(Applied::applied)
+    );
+    let at = |i: usize| fire + Duration::milliseconds(1_000 + i as i64 * 7);
+    let results: Vec<(String, Transition)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let from: &'static [ExecutionStatus] =
+                &[ExecutionStatus::Pending, ExecutionStatus::Running];
+            let mut t = if i % 2 == 0 {
+                let mut t = Transition::to(from, ExecutionStatus::Success);
+                t.start_time = Some(at(i) - Duration::milliseconds(3));
+                t.duration_ms = Some(i as i64);
+                t.result_message = Some(format!("ok {i} ✓"));
+                if i % 3 != 0 {
+                    t.executor_instance = Some(format!("10.0.0.{}:8080", i % 7));
+                }
+                t
+            } else {
+                let mut t = Transition::to(from, ExecutionStatus::Failed);
+                t.error_message = Some(format!("failed {i}"));
+                t
+            };
+            t.finish_time = Some(at(i));
+            (r.trace_id.clone(), t)
+        })
+        .collect();
+    // A failure first: its unset start is the first value of that column in the batch.
+    let results: Vec<(String, Transition)> = results.into_iter().rev().collect();
+    let applied = s.transitions(&results).await.unwrap();
+    assert_eq!(applied.len(), 600);
+    assert!(applied.iter().all(Applied::applied));
+    for (i, r) in rows.iter().enumerate() {
+        let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
+        let executor = match (i % 2, i % 3) {
+            (_, 0) => Some("10.0.0.9:9999".to_string()),
+            (0, _) => Some(format!("10.0.0.{}:8080", i % 7)),
+            _ => None,
+        };
+        assert_eq!(e.executor_instance, executor, "row {i}");
+        assert_eq!(e.finish_time, Some(at(i)), "row {i}");
+        if i % 2 == 0 {
+            assert_eq!(e.status, ExecutionStatus::Success, "row {i}");
+            assert_eq!(e.start_time, Some(at(i) - Duration::milliseconds(3)));
+            assert_eq!(e.duration_ms, Some(i as i64));
+            assert_eq!(
+                e.result_message.as_deref(),
+                Some(format!("ok {i} ✓").as_str())
+            );
+            assert_eq!(e.error_message, None);
+        } else {
+            assert_eq!(e.status, ExecutionStatus::Failed, "row {i}");
+            assert_eq!(e.start_time, None);
+            assert_eq!(e.duration_ms, None);
+            assert_eq!(e.result_message, None);
+            assert_eq!(
+                e.error_message.as_deref(),
+                Some(format!("failed {i}").as_str())
+            );
+        }
+    }
 }
 
 async fn execution_search_counts_up_to_the_cap(backend: Backend) {
