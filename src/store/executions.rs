@@ -518,56 +518,55 @@ fn set_many(backend: Backend, items: &[&(String, Transition)]) -> Sql {
             Some((k, changes[0][k].0, value.null()))
         })
         .collect();
-    let mut values = Sql::new("");
-    for (i, ((trace, t), change)) in items.iter().zip(&changes).enumerate() {
-        values.push(if i == 0 {
-            "SELECT "
-        } else {
-            " UNION ALL SELECT "
-        });
-        values.bind(trace.as_str());
-        if i == 0 {
-            values.push(" AS trace_id");
-        }
-        values.push(", ").bind(t.to.as_str());
-        if i == 0 {
-            values.push(" AS status");
-        }
-        for (k, name, null) in &columns {
-            values
-                .push(", ")
-                .bind(change[*k].1.clone().unwrap_or_else(|| null.clone()));
+    let mut values = Sql::new("SELECT ");
+    for (i, ((trace, t), change)) in items.iter().zip(changes).enumerate() {
+        let alias = |name: &str| {
             if i == 0 {
-                values.push(&format!(" AS {name}"));
+                format!(" AS {name}")
+            } else {
+                String::new()
             }
+        };
+        if i > 0 {
+            values.push(" UNION ALL SELECT ");
+        }
+        values.bind(trace.as_str()).push(&alias("trace_id"));
+        values.push(", ").bind(t.to.as_str()).push(&alias("status"));
+        let mut change = change.map(|(_, value)| value);
+        for (k, name, null) in &columns {
+            let value = change[*k].take().unwrap_or_else(|| null.clone());
+            values.push(", ").bind(value).push(&alias(name));
         }
     }
     // MySQL names the updated table's columns by its alias; SQLite's SET takes bare names.
-    let target = match backend {
-        Backend::MySql => "e.",
-        Backend::Sqlite => "",
+    let set = |target: &str| {
+        let mut set = format!("{target}status = v.status");
+        for (_, name, _) in &columns {
+            set.push_str(&format!(", {target}{name} = COALESCE(v.{name}, e.{name})"));
+        }
+        set
     };
-    let mut set = format!("{target}status = v.status");
-    for (_, name, _) in &columns {
-        set.push_str(&format!(", {target}{name} = COALESCE(v.{name}, e.{name})"));
-    }
-    let mut q = match backend {
-        Backend::MySql => Sql::new("UPDATE ("),
-        Backend::Sqlite => Sql::new(&format!("UPDATE job_execution AS e SET {set} FROM (")),
-    };
-    q.append(values);
     match backend {
         // The values first and the rows through their unique index, whatever the table's
         // size: on a small table the optimizer would rather scan it, locking every row it
         // passes, and batches on other connections would deadlock with it. The bound values
         // carry the connection's collation; the column's is binary.
-        Backend::MySql => q.push(&format!(
-            ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) \
-             ON e.trace_id = v.trace_id COLLATE utf8mb4_bin SET {set}"
-        )),
-        Backend::Sqlite => q.push(") AS v WHERE e.trace_id = v.trace_id"),
-    };
-    q
+        Backend::MySql => {
+            let mut q = Sql::new("UPDATE (");
+            q.append(values).push(&format!(
+                ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) \
+                 ON e.trace_id = v.trace_id COLLATE utf8mb4_bin SET {}",
+                set("e.")
+            ));
+            q
+        }
+        Backend::Sqlite => {
+            let mut q = Sql::new(&format!("UPDATE job_execution AS e SET {} FROM (", set("")));
+            q.append(values)
+                .push(") AS v WHERE e.trace_id = v.trace_id");
+            q
+        }
+    }
 }
 
 /// A column a change may set beside `status`, with its value when the change sets it.
