@@ -21,7 +21,8 @@ pub struct DatabaseSettings {
     /// Connections of the scheduling path (fires, results, compensation, retention).
     pub max_connections: NonZeroU32,
     /// Connections of the API, a pool of its own: an operator's reads and edits never queue
-    /// behind the fire path when it saturates. SQLite has one connection, shared.
+    /// behind the fire path when it saturates. On SQLite these are read-only connections for
+    /// the API's reads; its writes go through the one writer.
     pub api_connections: NonZeroU32,
 }
 

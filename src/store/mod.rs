@@ -574,7 +574,7 @@ pub trait Store:
     + LogStore
     + TokenStore
     + AuditStore
-    + 'static
+    + std::any::Any
 {
     /// `mysql` or `sqlite`.
     fn backend(&self) -> &'static str;
@@ -597,15 +597,21 @@ pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Store>, Stor
 
 /// The same database through a pool of its own of `connections`, for work that must not
 /// queue behind the fire path's batches: the API (`database.api_connections`), the check at
-/// each instant (one). SQLite keeps one connection per process, so there it is
-/// `scheduling`'s.
+/// each instant (one). SQLite keeps one writer per process, so there the pool is of read-only
+/// connections for plain reads, and writes go through `scheduling`'s writer.
 pub async fn connect_beside(
     settings: &DatabaseSettings,
     scheduling: &Arc<dyn Store>,
     connections: u32,
 ) -> Result<Arc<dyn Store>, StoreError> {
-    if scheduling.backend() == "sqlite" {
-        return Ok(scheduling.clone());
+    let url = settings.url.expose();
+    if url.starts_with("sqlite:") {
+        let any: &dyn std::any::Any = &**scheduling;
+        let Some(scheduling) = any.downcast_ref::<SqlStore>() else {
+            unreachable!("`connect` opens a SqlStore");
+        };
+        let db = sqlite::beside(url, &scheduling.db, connections).await?;
+        return Ok(Arc::new(SqlStore::new(db)));
     }
     open(settings, connections).await
 }
@@ -618,11 +624,17 @@ async fn open(settings: &DatabaseSettings, connections: u32) -> Result<Arc<dyn S
         let password = settings.password.as_ref().map(|p| p.expose());
         mysql::connect(url, password, connections).await?
     };
-    Ok(Arc::new(SqlStore {
-        db,
-        creates: Default::default(),
-        log_appends: batch::GroupCommit::lingering(logs::LOG_LINGER),
-    }))
+    Ok(Arc::new(SqlStore::new(db)))
+}
+
+impl SqlStore {
+    fn new(db: sql::Db) -> Self {
+        Self {
+            db,
+            creates: Default::default(),
+            log_appends: batch::GroupCommit::lingering(logs::LOG_LINGER),
+        }
+    }
 }
 
 #[async_trait]
@@ -635,7 +647,7 @@ impl Store for SqlStore {
         // Each backend guards concurrent start-ups in its own way.
         match &self.db {
             sql::Db::MySql(pool) => mysql::migrate(pool).await,
-            sql::Db::Sqlite(pool) => sqlite::migrate(pool).await,
+            sql::Db::Sqlite { writer, .. } => sqlite::migrate(writer).await,
         }
     }
 

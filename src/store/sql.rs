@@ -352,21 +352,28 @@ where
 #[derive(Clone)]
 pub enum Db {
     MySql(MySqlPool),
-    Sqlite(SqlitePool),
+    /// SQLite's one writer, and the connections plain reads go to: the writer's own for the
+    /// scheduling store, read-only ones beside it for the API, the check at each instant and
+    /// the engine's refreshes (`store::connect_beside`), which in WAL mode read while the
+    /// writer writes.
+    Sqlite {
+        writer: SqlitePool,
+        reads: SqlitePool,
+    },
 }
 
 impl Db {
     pub fn backend(&self) -> Backend {
         match self {
             Self::MySql(_) => Backend::MySql,
-            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Sqlite { .. } => Backend::Sqlite,
         }
     }
 
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
         Ok(match self {
             Self::MySql(p) => Tx::MySql(p.begin().await?),
-            Self::Sqlite(p) => Tx::Sqlite(p.begin().await?),
+            Self::Sqlite { writer, .. } => Tx::Sqlite(writer.begin().await?),
         })
     }
 
@@ -374,21 +381,23 @@ impl Db {
     pub async fn execute(&self, q: Sql) -> Result<u64, sqlx::Error> {
         match self {
             Self::MySql(p) => execute(p, q).await,
-            Self::Sqlite(p) => execute(p, q).await,
+            Self::Sqlite { writer, .. } => execute(writer, q).await,
         }
     }
 
+    /// Runs `q`, a read outside any transaction.
     pub async fn fetch_all(&self, q: Sql) -> Result<Vec<Row>, sqlx::Error> {
         match self {
             Self::MySql(p) => fetch_all(p, q).await,
-            Self::Sqlite(p) => fetch_all(p, q).await,
+            Self::Sqlite { reads, .. } => fetch_all(reads, q).await,
         }
     }
 
+    /// Runs `q`, a read outside any transaction.
     pub async fn fetch_optional(&self, q: Sql) -> Result<Option<Row>, sqlx::Error> {
         match self {
             Self::MySql(p) => fetch_optional(p, q).await,
-            Self::Sqlite(p) => fetch_optional(p, q).await,
+            Self::Sqlite { reads, .. } => fetch_optional(reads, q).await,
         }
     }
 }

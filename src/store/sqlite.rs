@@ -5,6 +5,12 @@
 //! its busy-wait backoff (milliseconds per retry), which the fire benchmark showed as hundreds
 //! of milliseconds of delay in a burst. One connection serialises the statements without any
 //! waiting, so this store uses one, whatever `database.max_connections` says.
+//!
+//! Reads need not wait for it: in WAL mode a reader sees the last commit without blocking the
+//! writer or being blocked by it. The API, the check at each instant and the engine's
+//! refreshes read through read-only connections of their own ([`beside`]), so a console stays
+//! responsive while the writer is busy with a burst of fires; their writes still go through
+//! the one writer.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -20,21 +26,45 @@ use super::sql::Db;
 const MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
 
 pub async fn connect(url: &str) -> Result<Db, StoreError> {
-    let options = SqliteConnectOptions::from_str(url)?
+    let options = options(url)?
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(10));
+        .synchronous(SqliteSynchronous::Normal);
     let path = options.get_filename();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
     }
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
+    let writer = pool(options, 1).await?;
+    Ok(Db::Sqlite {
+        reads: writer.clone(),
+        writer,
+    })
+}
+
+/// The database of `scheduling` (from [`connect`]) with `connections` read-only connections of
+/// its own for plain reads, and its writer for everything else.
+pub async fn beside(url: &str, scheduling: &Db, connections: u32) -> Result<Db, StoreError> {
+    let Db::Sqlite { writer, .. } = scheduling else {
+        unreachable!("a SQLite URL opens a SQLite store");
+    };
+    // The writer has created the file and put it in WAL mode, which the file keeps.
+    let reads = pool(options(url)?.read_only(true), connections).await?;
+    Ok(Db::Sqlite {
+        writer: writer.clone(),
+        reads,
+    })
+}
+
+fn options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
+    Ok(SqliteConnectOptions::from_str(url)?.busy_timeout(Duration::from_secs(10)))
+}
+
+async fn pool(options: SqliteConnectOptions, connections: u32) -> Result<SqlitePool, StoreError> {
+    Ok(SqlitePoolOptions::new()
+        .max_connections(connections)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options)
-        .await?;
-    Ok(Db::Sqlite(pool))
+        .await?)
 }
 
 /// One writer: sqlx's own migration run needs no further lock.

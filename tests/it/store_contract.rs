@@ -1443,8 +1443,9 @@ async fn a_run_taken_while_a_cover_fire_is_admitted_is_waited_for(backend: Backe
 }
 
 /// The API reads through a pool of its own: with the scheduling path's only connection stuck
-/// behind a row lock, the scheduling store cannot read, the API's still can. SQLite has one
-/// connection per process, which the API shares.
+/// behind a lock, the API's still reads. On MySQL the lock is a job's row, and the scheduling
+/// store cannot read meanwhile; on SQLite it is the one write lock, which the API's read-only
+/// connections do not wait for (WAL).
 async fn the_api_pool_answers_while_the_scheduling_pool_waits(backend: Backend) {
     let db = TestDb::create(backend).await;
     let mut settings = base_settings(&db.url).database;
@@ -1452,25 +1453,37 @@ async fn the_api_pool_answers_while_the_scheduling_pool_waits(backend: Backend) 
     let s = store::connect(&settings).await.unwrap();
     s.migrate().await.unwrap();
     let api = store::connect_beside(&settings, &s, 2).await.unwrap();
-    if backend == Backend::Sqlite {
-        assert!(
-            std::sync::Arc::ptr_eq(&s, &api),
-            "SQLite shares its connection"
-        );
-        return;
-    }
     create(
         &s,
         serde_json::json!({"name": "j", "serviceName": "s", "handler": "h", "cron": "0 * * * * ?", "overlapPolicy": "SKIP"}),
     )
     .await;
     use sqlx::Connection;
-    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    sqlx::query("BEGIN").execute(&mut other).await.unwrap();
-    sqlx::query("SELECT * FROM job_definition WHERE name = 'j' FOR UPDATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    // Another session holds what the fire below must write: the job's row on MySQL, SQLite's
+    // one write lock.
+    enum Other {
+        MySql(sqlx::MySqlConnection),
+        Sqlite(sqlx::SqliteConnection),
+    }
+    let other = match backend {
+        Backend::MySql => {
+            let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+            sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+            sqlx::query("SELECT * FROM job_definition WHERE name = 'j' FOR UPDATE")
+                .execute(&mut other)
+                .await
+                .unwrap();
+            Other::MySql(other)
+        }
+        Backend::Sqlite => {
+            let mut other = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            sqlx::query("BEGIN IMMEDIATE")
+                .execute(&mut other)
+                .await
+                .unwrap();
+            Other::Sqlite(other)
+        }
+    };
     // A guarded fire locks its job's row first: the scheduling pool's one connection waits.
     let now = Utc::now();
     let waiting = {
@@ -1484,7 +1497,7 @@ async fn the_api_pool_answers_while_the_scheduling_pool_waits(backend: Backend) 
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(
         !waiting.is_finished(),
-        "the guarded fire waits for the row lock"
+        "the guarded fire waits for the lock"
     );
     let read = api
         .get_job("j")
@@ -1492,11 +1505,18 @@ async fn the_api_pool_answers_while_the_scheduling_pool_waits(backend: Backend) 
         .unwrap()
         .expect("the API reads the job");
     assert_eq!(read.name().as_str(), "j");
-    assert!(
-        s.get_job("j").await.is_err(),
-        "the scheduling pool has no connection to give (acquire timeout)"
-    );
-    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    match other {
+        Other::MySql(mut other) => {
+            assert!(
+                s.get_job("j").await.is_err(),
+                "the scheduling pool has no connection to give (acquire timeout)"
+            );
+            sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        }
+        Other::Sqlite(mut other) => {
+            sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        }
+    }
     waiting.await.unwrap().unwrap();
 }
 
