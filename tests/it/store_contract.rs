@@ -28,6 +28,7 @@ backend_tests!(
     batched_fires_are_independent,
     large_batches_return_what_was_stored,
     a_batch_of_results_gives_each_row_its_own_values,
+    each_change_of_a_batch_is_judged_by_its_own_guards,
     duplicates_are_typed,
     fire_claims_are_exclusive_and_atomic,
     transitions_are_compare_and_set,
@@ -409,6 +410,156 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
             .unwrap(),
         500
     );
+}
+
+/// A batch of changes to rows of their own is decided row by row, as the changes would be
+/// alone: one change whose guard fails (its row's state, holder or due time, or a row that is
+/// not there) leaves it alone and takes nothing from the others. Each guard is tried beside
+/// changes that do apply, so a batch that let one through would show a wrong winner.
+async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
+    use ExecutionStatus::{Failed, Pending, Running, Success};
+    let (_db, s) = open(backend).await;
+    let fire = Utc.with_ymd_and_hms(2024, 7, 2, 0, 0, 0).unwrap();
+    let holder = "127.0.0.1:8080";
+    let held = |due| Some((holder.to_string(), due));
+    let start = |held_by| Transition {
+        held_by,
+        executor_instance: Some("10.0.0.1:9000".into()),
+        ..Transition::to(&[Pending], Running)
+    };
+    let finish = |to| Transition {
+        finish_time: Some(fire + Duration::seconds(1)),
+        ..Transition::to(&[Running], to)
+    };
+    // Each case: a change that must lose, beside two that must win.
+    type Losing<'a> = Box<dyn Fn(&NewExecution) -> Transition + 'a>;
+    let cases: Vec<(&str, Losing)> = vec![
+        ("a row in another state", Box::new(|_| finish(Success))),
+        (
+            "a row held by another instance",
+            Box::new(|r| Transition {
+                held_by: Some(("127.0.0.1:9999".into(), r.due_time)),
+                ..start(None)
+            }),
+        ),
+        (
+            "a row held until another due time",
+            Box::new(|r| start(held(r.due_time + Duration::seconds(1)))),
+        ),
+    ];
+    for (n, (case, losing)) in cases.into_iter().enumerate() {
+        let fire = fire + Duration::minutes(n as i64);
+        let rows: Vec<NewExecution> = (0..3)
+            .map(|i| row(&format!("guards-{i}"), fire, 0, 0))
+            .collect();
+        s.record_fire(None, &rows).await.unwrap();
+        let batch = vec![
+            (rows[0].trace_id.clone(), start(held(rows[0].due_time))),
+            (rows[1].trace_id.clone(), losing(&rows[1])),
+            (rows[2].trace_id.clone(), start(None)),
+        ];
+        let applied = s.transitions(&batch).await.unwrap();
+        assert_eq!(
+            applied.iter().map(Applied::applied).collect::<Vec<_>>(),
+            [true, false, true],
+            "{case}"
+        );
+        let status = |i: usize| {
+            let (s, t) = (s.clone(), rows[i].trace_id.clone());
+            async move { s.get_execution(&t).await.unwrap().unwrap().status }
+        };
+        assert_eq!(
+            [status(0).await, status(1).await, status(2).await],
+            [Running, Pending, Running],
+            "{case}"
+        );
+    }
+    // Changes that share their guards (the same `from` states, no lease): the rows not in
+    // those states lose, alone.
+    let rows: Vec<NewExecution> = (0..3)
+        .map(|i| row(&format!("guards-{i}"), fire + Duration::minutes(30), 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    s.transition(&rows[1].trace_id, &start(None)).await.unwrap();
+    let results: Vec<(String, Transition)> = rows
+        .iter()
+        .map(|r| (r.trace_id.clone(), finish(Success)))
+        .collect();
+    let applied = s.transitions(&results).await.unwrap();
+    assert_eq!(
+        applied.iter().map(Applied::applied).collect::<Vec<_>>(),
+        [false, true, false],
+        "only the RUNNING row takes a result"
+    );
+    let starts: Vec<(String, Transition)> = rows
+        .iter()
+        .map(|r| (r.trace_id.clone(), start(None)))
+        .collect();
+    let applied = s.transitions(&starts).await.unwrap();
+    assert_eq!(
+        applied.iter().map(Applied::applied).collect::<Vec<_>>(),
+        [true, false, true],
+        "the row that has ended does not start again"
+    );
+    // A row that is not there, beside results for rows that are: several `from` states, a
+    // lease, no lease.
+    let rows: Vec<NewExecution> = (0..3)
+        .map(|i| row(&format!("guards-{i}"), fire + Duration::hours(1), 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let either = |to| Transition {
+        finish_time: Some(fire + Duration::seconds(2)),
+        ..Transition::to(&[Pending, Running], to)
+    };
+    let batch = vec![
+        (rows[0].trace_id.clone(), either(Failed)),
+        (new_trace_id(), either(Success)),
+        (
+            rows[1].trace_id.clone(),
+            Transition {
+                held_by: held(rows[1].due_time),
+                ..either(Success)
+            },
+        ),
+        (rows[2].trace_id.clone(), either(Success)),
+    ];
+    let applied = s.transitions(&batch).await.unwrap();
+    assert_eq!(
+        applied.iter().map(Applied::applied).collect::<Vec<_>>(),
+        [true, false, true, true]
+    );
+    for (r, status) in rows.iter().zip([Failed, Success, Success]) {
+        let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
+        assert_eq!(e.status, status);
+        assert_eq!(e.finish_time, Some(fire + Duration::seconds(2)));
+    }
+    // And a batch whose every change applies, held and not, is written as one.
+    let rows: Vec<NewExecution> = (0..4)
+        .map(|i| row(&format!("guards-{i}"), fire + Duration::hours(2), 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let batch: Vec<(String, Transition)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let held_by = (i % 2 == 0).then(|| (holder.to_string(), r.due_time));
+            (r.trace_id.clone(), start(held_by))
+        })
+        .collect();
+    assert!(
+        s.transitions(&batch)
+            .await
+            .unwrap()
+            .iter()
+            .all(Applied::applied)
+    );
+    for r in &rows {
+        let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
+        assert_eq!(
+            (e.status, e.executor_instance.as_deref()),
+            (Running, Some("10.0.0.1:9000"))
+        );
+    }
 }
 
 /// 600 results in one batch (more than one statement's worth), every other one setting
