@@ -574,10 +574,16 @@ pub trait Store:
     + LogStore
     + TokenStore
     + AuditStore
-    + std::any::Any
+    + 'static
 {
     /// `mysql` or `sqlite`.
     fn backend(&self) -> &'static str;
+    /// This database through a pool of its own (see [`connect_beside`]).
+    async fn beside(
+        &self,
+        settings: &DatabaseSettings,
+        connections: u32,
+    ) -> Result<Arc<dyn Store>, StoreError>;
     async fn migrate(&self) -> Result<(), StoreError>;
     async fn ping(&self) -> Result<(), StoreError>;
 }
@@ -604,16 +610,7 @@ pub async fn connect_beside(
     scheduling: &Arc<dyn Store>,
     connections: u32,
 ) -> Result<Arc<dyn Store>, StoreError> {
-    let url = settings.url.expose();
-    if url.starts_with("sqlite:") {
-        let any: &dyn std::any::Any = &**scheduling;
-        let Some(scheduling) = any.downcast_ref::<SqlStore>() else {
-            unreachable!("`connect` opens a SqlStore");
-        };
-        let db = sqlite::beside(url, &scheduling.db, connections).await?;
-        return Ok(Arc::new(SqlStore::new(db)));
-    }
-    open(settings, connections).await
+    scheduling.beside(settings, connections).await
 }
 
 async fn open(settings: &DatabaseSettings, connections: u32) -> Result<Arc<dyn Store>, StoreError> {
@@ -641,6 +638,20 @@ impl SqlStore {
 impl Store for SqlStore {
     fn backend(&self) -> &'static str {
         self.db.backend().name()
+    }
+
+    async fn beside(
+        &self,
+        settings: &DatabaseSettings,
+        connections: u32,
+    ) -> Result<Arc<dyn Store>, StoreError> {
+        match &self.db {
+            sql::Db::Sqlite { writer, .. } => {
+                let db = sqlite::beside(settings.url.expose(), writer, connections).await?;
+                Ok(Arc::new(SqlStore::new(db)))
+            }
+            sql::Db::MySql(_) => open(settings, connections).await,
+        }
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

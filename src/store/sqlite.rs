@@ -41,12 +41,9 @@ pub async fn connect(url: &str) -> Result<Db, StoreError> {
     })
 }
 
-/// The database of `scheduling` (from [`connect`]) with `connections` read-only connections of
-/// its own for plain reads, and its writer for everything else.
-pub async fn beside(url: &str, scheduling: &Db, connections: u32) -> Result<Db, StoreError> {
-    let Db::Sqlite { writer, .. } = scheduling else {
-        unreachable!("a SQLite URL opens a SQLite store");
-    };
+/// The database of `writer` (from [`connect`]) with `connections` read-only connections of its
+/// own for plain reads, and the writer for everything else.
+pub async fn beside(url: &str, writer: &SqlitePool, connections: u32) -> Result<Db, StoreError> {
     // The writer has created the file and put it in WAL mode, which the file keeps.
     let reads = pool(options(url)?.read_only(true), connections).await?;
     Ok(Db::Sqlite {

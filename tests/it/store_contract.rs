@@ -412,6 +412,11 @@ async fn large_batches_return_what_was_stored(backend: Backend) {
     );
 }
 
+/// Which changes of a batch applied.
+fn winners(applied: &[Applied]) -> Vec<bool> {
+    applied.iter().map(Applied::applied).collect()
+}
+
 /// A batch of changes to rows of their own is decided row by row, as the changes would be
 /// alone: one change whose guard fails (its row's state, holder or due time, or a row that is
 /// not there) leaves it alone and takes nothing from the others. Each guard is tried beside
@@ -459,11 +464,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
             (rows[2].trace_id.clone(), start(None)),
         ];
         let applied = s.transitions(&batch).await.unwrap();
-        assert_eq!(
-            applied.iter().map(Applied::applied).collect::<Vec<_>>(),
-            [true, false, true],
-            "{case}"
-        );
+        assert_eq!(winners(&applied), [true, false, true], "{case}");
         let status = |i: usize| {
             let (s, t) = (s.clone(), rows[i].trace_id.clone());
             async move { s.get_execution(&t).await.unwrap().unwrap().status }
@@ -487,7 +488,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         .collect();
     let applied = s.transitions(&results).await.unwrap();
     assert_eq!(
-        applied.iter().map(Applied::applied).collect::<Vec<_>>(),
+        winners(&applied),
         [false, true, false],
         "only the RUNNING row takes a result"
     );
@@ -497,7 +498,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         .collect();
     let applied = s.transitions(&starts).await.unwrap();
     assert_eq!(
-        applied.iter().map(Applied::applied).collect::<Vec<_>>(),
+        winners(&applied),
         [true, false, true],
         "the row that has ended does not start again"
     );
@@ -524,10 +525,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         (rows[2].trace_id.clone(), either(Success)),
     ];
     let applied = s.transitions(&batch).await.unwrap();
-    assert_eq!(
-        applied.iter().map(Applied::applied).collect::<Vec<_>>(),
-        [true, false, true, true]
-    );
+    assert_eq!(winners(&applied), [true, false, true, true]);
     for (r, status) in rows.iter().zip([Failed, Success, Success]) {
         let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
         assert_eq!(e.status, status);
