@@ -320,7 +320,10 @@ async fn lock_untaken(
     if untaken.is_empty() {
         return Ok(());
     }
-    let mut q = Sql::new("SELECT * FROM job_execution WHERE trace_id IN ");
+    let mut q = Sql::new(&format!(
+        "SELECT * FROM {} WHERE trace_id IN ",
+        tx.backend().by_key("job_execution", "uk_trace_id")
+    ));
     q.list(untaken.iter().copied())
         .push(tx.backend().lock_rows());
     let mut current = HashMap::new();
@@ -435,7 +438,10 @@ impl Move {
         if let Some(f) = self.finished {
             set.push(("finish_time", f.into()));
         }
-        let mut q = Sql::new("UPDATE job_execution SET ");
+        let mut q = Sql::new(&format!(
+            "UPDATE {} SET ",
+            tx.backend().by_key("job_execution", "uk_trace_id")
+        ));
         q.set(set)
             .push(" WHERE trace_id IN ")
             .list(traces.iter())

@@ -10,9 +10,11 @@
 //! one wrote: two instances recording the same fires then find them recorded (the second
 //! skips them) instead of one of them leaving its whole batch to the misfire path.
 //!
-//! The transactions of the fire path (recording, admitting, withdrawing fires), of job writes
-//! and of log batches run through [`retrying`]; execution state changes have their own
-//! unbounded retry (`dispatch/settle.rs`).
+//! The transactions of the fire path (recording, admitting, withdrawing fires, batches of
+//! execution state changes), of job writes and of log batches run through [`retrying`]. A
+//! batch of state changes that still fails is written again by the settle writer's own
+//! unbounded retry (`dispatch/settle.rs`), whose backoff is for a database that answers
+//! nothing.
 //!
 //! A Galera node may also abort a transaction between two of its statements, when a
 //! conflicting write replicated from another node is applied: a read of rows it has just

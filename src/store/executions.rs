@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::columns::{execution, new_execution_columns};
-use super::sql::{Arg, Backend, Row, Sql, Tx};
+use super::conflict;
+use super::sql::{Arg, Backend, Db, Row, Sql, Tx};
 use super::steps::{count_cancels, lock_job_rows, record_stopping};
 use super::{
     ACTIVITY_DELAY_SAMPLE, Activity, Applied, ChildTrigger, Cursor, ExecutionFilter,
@@ -117,86 +118,18 @@ impl ExecutionStore for SqlStore {
     }
 
     async fn transition(&self, trace_id: &str, t: &Transition) -> Result<Applied, StoreError> {
-        if t.retry.is_none() && t.children.is_none() && t.lock_job.is_none() && t.stopping.is_none()
-        {
-            let changed = self.db.execute(transition_query(trace_id, t)).await? == 1;
-            return Ok(if changed { Applied::yes() } else { Applied::No });
-        }
-        let mut tx = self.db.begin().await?;
-        lock_job_rows(
-            &mut tx,
-            &t.lock_job.iter().map(String::as_str).collect::<Vec<_>>(),
-        )
-        .await?;
-        let changed = tx.execute(transition_query(trace_id, t)).await? == 1;
-        let mut applied = [if changed { Applied::yes() } else { Applied::No }];
-        let item = (trace_id.to_string(), t.clone());
-        follow_up(&mut tx, &[&item], &mut applied).await?;
-        tx.commit().await?;
-        let [a] = applied;
-        Ok(a)
+        conflict::retrying(|| transition_once(&self.db, trace_id, t)).await
     }
 
     async fn transitions(
         &self,
         batch: &[(String, Transition)],
     ) -> Result<Vec<Applied>, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let mut jobs: Vec<&str> = batch
-            .iter()
-            .filter_map(|(_, t)| t.lock_job.as_deref())
-            .collect();
-        jobs.sort_unstable();
-        jobs.dedup();
-        lock_job_rows(&mut tx, &jobs).await?;
-        // Compare: the current status and holder of every row, locked until the commit.
-        let lock = tx.backend().lock_rows();
-        let mut current: HashMap<String, Held> = HashMap::with_capacity(batch.len());
-        for chunk in batch.chunks(MULTI_ROW) {
-            let mut q = Sql::new(
-                "SELECT trace_id, status, scheduler_instance, due_time FROM job_execution WHERE trace_id IN ",
-            );
-            q.list(chunk.iter().map(|(t, _)| t.as_str())).push(lock);
-            for row in tx.fetch_all(q).await? {
-                let held = Held {
-                    status: row.at(1)?,
-                    holder: row.at(2)?,
-                    due: row.at(3)?,
-                };
-                current.insert(row.at(0)?, held);
-            }
-        }
-        // Decide in order, as if the transitions were applied one by one.
-        let mut applied = Vec::with_capacity(batch.len());
-        let mut winners: Vec<&(String, Transition)> = Vec::new();
-        for item @ (trace, t) in batch {
-            let wins = match current.get_mut(trace.as_str()) {
-                Some(row) if row.admits(t) => {
-                    row.status = t.to.as_str().to_string();
-                    if let Some((holder, due)) = &t.hand_to {
-                        row.holder = Some(holder.clone());
-                        row.due = *due;
-                    }
-                    true
-                }
-                _ => false,
-            };
-            applied.push(if wins { Applied::yes() } else { Applied::No });
-            if wins {
-                winners.push(item);
-            }
-        }
-        // Set: one statement for all winners, a row that moves more than once in the batch
-        // (RUNNING, then its result) with its moves folded into one.
-        let merged = fold_moves(&winners);
-        let merged: Vec<&(String, Transition)> = merged.iter().collect();
-        for chunk in merged.chunks(MULTI_ROW / 2) {
-            tx.execute(set_many(tx.backend(), chunk)).await?;
-        }
-        let all: Vec<&(String, Transition)> = batch.iter().collect();
-        follow_up(&mut tx, &all, &mut applied).await?;
-        tx.commit().await?;
-        Ok(applied)
+        // A batch the database rolled back for a conflict (a deadlock with another batch, a
+        // Galera certification failure) is run again at once, reading afresh: the settle
+        // writer's own backoff, which doubles up to seconds, is for a database that answers
+        // nothing, and the results behind a deadlocked batch would wait it out.
+        conflict::retrying(|| transitions_once(&self.db, batch)).await
     }
 
     async fn pending_before(
@@ -371,7 +304,10 @@ pub(super) async fn insert_executions(
         let mut q = Sql::new("INSERT INTO job_execution ");
         q.values(chunk.iter().map(|r| new_execution_columns(r)));
         tx.execute(q).await.map_err(StoreError::from_write)?;
-        let mut select = Sql::new("SELECT id, trace_id FROM job_execution WHERE trace_id IN ");
+        let mut select = Sql::new(&format!(
+            "SELECT id, trace_id FROM {} WHERE trace_id IN ",
+            tx.backend().by_key("job_execution", "uk_trace_id")
+        ));
         select.list(chunk.iter().map(|r| r.trace_id.as_str()));
         for row in tx.fetch_all(select).await? {
             let (id, trace): (i64, String) = (row.at(0)?, row.at(1)?);
@@ -498,6 +434,94 @@ async fn trigger_children(
         }
     }
     insert_executions(tx, &due).await
+}
+
+/// One attempt at a single state change (see [`ExecutionStore::transition`]): one statement
+/// when it carries nothing, else a transaction with what it earns.
+async fn transition_once(db: &Db, trace_id: &str, t: &Transition) -> Result<Applied, StoreError> {
+    if t.retry.is_none() && t.children.is_none() && t.lock_job.is_none() && t.stopping.is_none() {
+        let changed = db.execute(transition_query(trace_id, t)).await? == 1;
+        return Ok(if changed { Applied::yes() } else { Applied::No });
+    }
+    let mut tx = db.begin().await?;
+    lock_job_rows(
+        &mut tx,
+        &t.lock_job.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await?;
+    let changed = tx.execute(transition_query(trace_id, t)).await? == 1;
+    let mut applied = [if changed { Applied::yes() } else { Applied::No }];
+    let item = (trace_id.to_string(), t.clone());
+    follow_up(&mut tx, &[&item], &mut applied).await?;
+    tx.commit().await?;
+    let [a] = applied;
+    Ok(a)
+}
+
+/// One attempt at a batch of state changes (see [`ExecutionStore::transitions`]): compare
+/// every row under its lock, then set the winners in one statement.
+async fn transitions_once(
+    db: &Db,
+    batch: &[(String, Transition)],
+) -> Result<Vec<Applied>, StoreError> {
+    let mut tx = db.begin().await?;
+    let mut jobs: Vec<&str> = batch
+        .iter()
+        .filter_map(|(_, t)| t.lock_job.as_deref())
+        .collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    lock_job_rows(&mut tx, &jobs).await?;
+    // Compare: the current status and holder of every row, locked until the commit.
+    let backend = tx.backend();
+    let mut current: HashMap<String, Held> = HashMap::with_capacity(batch.len());
+    for chunk in batch.chunks(MULTI_ROW) {
+        let mut q = Sql::new(&format!(
+            "SELECT trace_id, status, scheduler_instance, due_time FROM {} WHERE trace_id IN ",
+            backend.by_key("job_execution", "uk_trace_id")
+        ));
+        q.list(chunk.iter().map(|(t, _)| t.as_str()))
+            .push(backend.lock_rows());
+        for row in tx.fetch_all(q).await? {
+            let held = Held {
+                status: row.at(1)?,
+                holder: row.at(2)?,
+                due: row.at(3)?,
+            };
+            current.insert(row.at(0)?, held);
+        }
+    }
+    // Decide in order, as if the transitions were applied one by one.
+    let mut applied = Vec::with_capacity(batch.len());
+    let mut winners: Vec<&(String, Transition)> = Vec::new();
+    for item @ (trace, t) in batch {
+        let wins = match current.get_mut(trace.as_str()) {
+            Some(row) if row.admits(t) => {
+                row.status = t.to.as_str().to_string();
+                if let Some((holder, due)) = &t.hand_to {
+                    row.holder = Some(holder.clone());
+                    row.due = *due;
+                }
+                true
+            }
+            _ => false,
+        };
+        applied.push(if wins { Applied::yes() } else { Applied::No });
+        if wins {
+            winners.push(item);
+        }
+    }
+    // Set: one statement for all winners, a row that moves more than once in the batch
+    // (RUNNING, then its result) with its moves folded into one.
+    let merged = fold_moves(&winners);
+    let merged: Vec<&(String, Transition)> = merged.iter().collect();
+    for chunk in merged.chunks(MULTI_ROW / 2) {
+        tx.execute(set_many(tx.backend(), chunk)).await?;
+    }
+    let all: Vec<&(String, Transition)> = batch.iter().collect();
+    follow_up(&mut tx, &all, &mut applied).await?;
+    tx.commit().await?;
+    Ok(applied)
 }
 
 /// One UPDATE giving each row of `items` its own values, for rows already known to be in a

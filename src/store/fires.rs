@@ -172,7 +172,10 @@ impl FireStore for SqlStore {
     async fn no_longer_pending(&self, traces: &[String]) -> Result<Vec<String>, StoreError> {
         let mut gone = Vec::new();
         for chunk in traces.chunks(MULTI_ROW) {
-            let mut q = Sql::new("SELECT trace_id FROM job_execution WHERE trace_id IN ");
+            let mut q = Sql::new(&format!(
+                "SELECT trace_id FROM {} WHERE trace_id IN ",
+                self.db.backend().by_key("job_execution", "uk_trace_id")
+            ));
             q.list(chunk.iter()).push(" AND status <> 'PENDING'");
             for row in self.db.fetch_all(q).await? {
                 gone.push(row.at(0)?);

@@ -45,6 +45,29 @@ impl Backend {
         }
     }
 
+    /// Names `table` in a statement that finds its rows by the unique index `key`: on MySQL
+    /// through that index, whatever the optimizer estimates. On a young table a batch's keys
+    /// are a large share of the rows (256 traces of 1,000), and MariaDB would rather scan it;
+    /// a locking scan (`FOR UPDATE`, `UPDATE`, `DELETE`, `INSERT … SELECT`) locks every row it
+    /// passes and the gaps between them, so a batch of results waited for rows it does not
+    /// change, held up the inserts of the fires claimed ahead and deadlocked with other
+    /// batches (docs/design.md, "Row locks"). SQLite's single writer takes no row locks.
+    pub fn by_key(self, table: &str, key: &str) -> String {
+        match self {
+            Self::MySql => format!("{table} FORCE INDEX ({key})"),
+            Self::Sqlite => table.to_string(),
+        }
+    }
+
+    /// Starts a DELETE of the rows of `table` found by the unique index `key` (see
+    /// [`by_key`](Self::by_key)): MySQL takes an index hint only in the multi-table form.
+    pub fn delete_by_key(self, table: &str, key: &str) -> String {
+        match self {
+            Self::MySql => format!("DELETE {table} FROM {table} FORCE INDEX ({key})"),
+            Self::Sqlite => format!("DELETE FROM {table}"),
+        }
+    }
+
     /// Ends a SELECT whose rows stay locked until the commit (nothing on SQLite, whose single
     /// writer holds the whole database).
     pub fn lock_rows(self) -> &'static str {

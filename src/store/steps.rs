@@ -28,7 +28,10 @@ pub(super) async fn lock_job_rows(tx: &mut Tx, jobs: &[&str]) -> Result<(), Stor
     if jobs.is_empty() {
         return Ok(());
     }
-    let mut lock = Sql::new("UPDATE job_definition SET lock_seq = lock_seq + 1 WHERE name IN ");
+    let mut lock = Sql::new(&format!(
+        "UPDATE {} SET lock_seq = lock_seq + 1 WHERE name IN ",
+        tx.backend().by_key("job_definition", "uk_job_name")
+    ));
     lock.list(jobs.iter().copied());
     tx.execute(lock).await?;
     Ok(())
@@ -52,8 +55,10 @@ pub(super) async fn lock_jobs(
     // on MySQL, so it sees the latest committed row whatever the transaction read before.
     let backend = tx.backend();
     lock_job_rows(tx, jobs).await?;
-    let mut read =
-        Sql::new("SELECT name, revision, enabled, updated_at FROM job_definition WHERE name IN ");
+    let mut read = Sql::new(&format!(
+        "SELECT name, revision, enabled, updated_at FROM {} WHERE name IN ",
+        backend.by_key("job_definition", "uk_job_name")
+    ));
     read.list(jobs.iter().copied()).push(backend.lock_rows());
     let mut current = HashMap::new();
     for row in tx.fetch_all(read).await? {
@@ -106,7 +111,9 @@ pub(super) async fn record_stopping(
         let mut q = Sql::new(tx.backend().insert_ignore());
         q.push("execution_stop (trace_id, job_name, requested_at) SELECT trace_id, job_name, ")
             .bind(at)
-            .push(" FROM job_execution WHERE trace_id IN ")
+            .push(" FROM ")
+            .push(&tx.backend().by_key("job_execution", "uk_trace_id"))
+            .push(" WHERE trace_id IN ")
             .list(chunk.iter().copied());
         tx.execute(q).await?;
     }
@@ -138,10 +145,10 @@ pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, Sto
     let lock = tx.backend().lock_rows();
     let mut reads = Vec::new();
     for chunk in w.traces.chunks(MULTI_ROW) {
-        let mut q = Sql::new(
-            "SELECT trace_id, status, scheduler_instance, start_time FROM job_execution \
-             WHERE trace_id IN ",
-        );
+        let mut q = Sql::new(&format!(
+            "SELECT trace_id, status, scheduler_instance, start_time FROM {} WHERE trace_id IN ",
+            tx.backend().by_key("job_execution", "uk_trace_id")
+        ));
         q.list(chunk.iter()).push(lock);
         reads.push(q);
     }
@@ -174,8 +181,9 @@ pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, Sto
         }
     }
     for chunk in traces.chunks(MULTI_ROW) {
-        for table in ["job_execution", "execution_stop"] {
-            let mut q = Sql::new(&format!("DELETE FROM {table} WHERE trace_id IN "));
+        let executions = tx.backend().delete_by_key("job_execution", "uk_trace_id");
+        for delete in [executions.as_str(), "DELETE FROM execution_stop"] {
+            let mut q = Sql::new(&format!("{delete} WHERE trace_id IN "));
             q.list(chunk.iter());
             tx.execute(q).await?;
         }

@@ -2261,3 +2261,106 @@ async fn mysql_a_batch_rolled_back_for_a_deadlock_is_run_again() {
         "{outcomes:?}"
     );
 }
+
+/// A batch of results locks its own rows and no others, however young the table: with 256
+/// changes among 1,000 rows, MariaDB would rather scan the table than look each trace up, and
+/// a locking scan waits for every row it passes. Here another session holds one row outside
+/// the batch; the batch must not wait for it (before its lookups were forced through the
+/// unique index, it waited out `innodb_lock_wait_timeout`, 50 s, and failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_batch_of_results_locks_only_its_own_rows_on_a_young_table() {
+    use sqlx::{Connection, Executor};
+    let (db, s) = open(Backend::MySql).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 5, 0, 0).unwrap();
+    let rows: Vec<NewExecution> = (0..1000)
+        .map(|i| row(&format!("job-{i}"), fire, 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    other.execute("ANALYZE TABLE job_execution").await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    let outside = &rows[999].trace_id;
+    other
+        .execute(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM job_execution WHERE trace_id = '{outside}' FOR UPDATE"
+        )))
+        .await
+        .unwrap();
+    let at = Utc::now();
+    let batch: Vec<(String, Transition)> = rows[..256]
+        .iter()
+        .map(|r| {
+            let started = Transition::started("127.0.0.1:9000".into(), at);
+            (r.trace_id.clone(), started)
+        })
+        .collect();
+    let applied = tokio::time::timeout(std::time::Duration::from_secs(30), s.transitions(&batch))
+        .await
+        .expect("the batch waited for a row it does not change")
+        .unwrap();
+    other.execute("ROLLBACK").await.unwrap();
+    assert_eq!(applied, vec![Applied::yes(); 256]);
+    assert_eq!(
+        db.fetch_i64("SELECT COUNT(*) FROM job_execution WHERE status = 'RUNNING'")
+            .await,
+        256
+    );
+}
+
+/// A batch of results rolled back for a deadlock is run again at once by the store, and both
+/// its changes apply: here the batch holds the lower trace and waits for the higher, which
+/// another transaction holds while it asks for the lower. InnoDB rolls the batch back (it
+/// has written less); before, the store answered the deadlock, and the settle writer waited
+/// its backoff (100 ms, doubling) with the results behind the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_batch_of_results_rolled_back_for_a_deadlock_is_run_again() {
+    use sqlx::{Connection, Executor};
+    let (db, s) = open(Backend::MySql).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 6, 0, 0).unwrap();
+    let mut rows = vec![row("a", fire, 0, 0), row("b", fire, 0, 0)];
+    rows.sort_by(|x, y| x.trace_id.cmp(&y.trace_id));
+    s.record_fire(None, &rows).await.unwrap();
+    let (low, high) = (rows[0].trace_id.clone(), rows[1].trace_id.clone());
+    let lock = |trace: &str| {
+        sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM job_execution WHERE trace_id = '{trace}' FOR UPDATE"
+        ))
+    };
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    // The other transaction's weight: the deadlock's victim is the one that wrote less.
+    for i in 0..200 {
+        other
+            .execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) \
+                 VALUES ('heavy-{i}', '2024-05-01 06:00:00', 'other:1', NOW(3))"
+            )))
+            .await
+            .unwrap();
+    }
+    other.execute(lock(&high)).await.unwrap();
+    let batch: Vec<(String, Transition)> =
+        vec![(low.clone(), success()), (high.clone(), success())];
+    let settling = tokio::spawn({
+        let s = s.clone();
+        async move { s.transitions(&batch).await }
+    });
+    // The batch holds `low` and waits for `high`.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    other
+        .execute(lock(&low))
+        .await
+        .expect("the batch, not this transaction, is the deadlock's victim");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    other.execute("ROLLBACK").await.unwrap();
+    let applied = settling
+        .await
+        .unwrap()
+        .expect("written on its next attempt, not answered with the deadlock");
+    assert_eq!(applied, vec![Applied::yes(), Applied::yes()]);
+    assert_eq!(
+        db.fetch_i64("SELECT COUNT(*) FROM job_execution WHERE status = 'SUCCESS'")
+            .await,
+        2
+    );
+}
