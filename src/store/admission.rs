@@ -322,7 +322,7 @@ async fn lock_untaken(
     }
     let mut q = Sql::new(&format!(
         "SELECT * FROM {} WHERE trace_id IN ",
-        tx.backend().by_key("job_execution", "uk_trace_id")
+        tx.backend().executions_by_trace()
     ));
     q.list(untaken.iter().copied())
         .push(tx.backend().lock_rows());
@@ -440,7 +440,7 @@ impl Move {
         }
         let mut q = Sql::new(&format!(
             "UPDATE {} SET ",
-            tx.backend().by_key("job_execution", "uk_trace_id")
+            tx.backend().executions_by_trace()
         ));
         q.set(set)
             .push(" WHERE trace_id IN ")

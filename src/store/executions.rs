@@ -306,7 +306,7 @@ pub(super) async fn insert_executions(
         tx.execute(q).await.map_err(StoreError::from_write)?;
         let mut select = Sql::new(&format!(
             "SELECT id, trace_id FROM {} WHERE trace_id IN ",
-            tx.backend().by_key("job_execution", "uk_trace_id")
+            tx.backend().executions_by_trace()
         ));
         select.list(chunk.iter().map(|r| r.trace_id.as_str()));
         for row in tx.fetch_all(select).await? {
@@ -478,7 +478,7 @@ async fn transitions_once(
     for chunk in batch.chunks(MULTI_ROW) {
         let mut q = Sql::new(&format!(
             "SELECT trace_id, status, scheduler_instance, due_time FROM {} WHERE trace_id IN ",
-            backend.by_key("job_execution", "uk_trace_id")
+            backend.executions_by_trace()
         ));
         q.list(chunk.iter().map(|(t, _)| t.as_str()))
             .push(backend.lock_rows());

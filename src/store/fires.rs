@@ -174,7 +174,7 @@ impl FireStore for SqlStore {
         for chunk in traces.chunks(MULTI_ROW) {
             let mut q = Sql::new(&format!(
                 "SELECT trace_id FROM {} WHERE trace_id IN ",
-                self.db.backend().by_key("job_execution", "uk_trace_id")
+                self.db.backend().executions_by_trace()
             ));
             q.list(chunk.iter()).push(" AND status <> 'PENDING'");
             for row in self.db.fetch_all(q).await? {

@@ -45,26 +45,38 @@ impl Backend {
         }
     }
 
-    /// Names `table` in a statement that finds its rows by the unique index `key`: on MySQL
-    /// through that index, whatever the optimizer estimates. On a young table a batch's keys
-    /// are a large share of the rows (256 traces of 1,000), and MariaDB would rather scan it;
-    /// a locking scan (`FOR UPDATE`, `UPDATE`, `DELETE`, `INSERT … SELECT`) locks every row it
-    /// passes and the gaps between them, so a batch of results waited for rows it does not
-    /// change, held up the inserts of the fires claimed ahead and deadlocked with other
-    /// batches (docs/design.md, "Row locks"). SQLite's single writer takes no row locks.
-    pub fn by_key(self, table: &str, key: &str) -> String {
+    /// Names `job_execution` in a statement that finds its rows by `trace_id`: on MySQL
+    /// through the unique index `uk_trace_id`, whatever the optimizer estimates. On a young
+    /// table a batch's keys are a large share of the rows (256 traces of 1,000), and MariaDB
+    /// would rather scan it; a locking scan (`FOR UPDATE`, `UPDATE`, `DELETE`, `INSERT …
+    /// SELECT`) locks every row it passes and the gaps between them, so a batch of results
+    /// waited for rows it does not change, held up the inserts of the fires claimed ahead and
+    /// deadlocked with other batches (docs/design.md, "Row locks"). SQLite's single writer
+    /// takes no row locks.
+    pub fn executions_by_trace(self) -> &'static str {
         match self {
-            Self::MySql => format!("{table} FORCE INDEX ({key})"),
-            Self::Sqlite => table.to_string(),
+            Self::MySql => "job_execution FORCE INDEX (uk_trace_id)",
+            Self::Sqlite => "job_execution",
         }
     }
 
-    /// Starts a DELETE of the rows of `table` found by the unique index `key` (see
-    /// [`by_key`](Self::by_key)): MySQL takes an index hint only in the multi-table form.
-    pub fn delete_by_key(self, table: &str, key: &str) -> String {
+    /// Starts a DELETE of `job_execution` rows found by `trace_id` (see
+    /// [`executions_by_trace`](Self::executions_by_trace)): MySQL takes an index hint only in
+    /// the multi-table form.
+    pub fn delete_executions_by_trace(self) -> &'static str {
         match self {
-            Self::MySql => format!("DELETE {table} FROM {table} FORCE INDEX ({key})"),
-            Self::Sqlite => format!("DELETE FROM {table}"),
+            Self::MySql => "DELETE job_execution FROM job_execution FORCE INDEX (uk_trace_id)",
+            Self::Sqlite => "DELETE FROM job_execution",
+        }
+    }
+
+    /// Names `job_definition` in a statement that finds its rows by name, through the unique
+    /// index `uk_job_name` on MySQL, for the reason of
+    /// [`executions_by_trace`](Self::executions_by_trace).
+    pub fn jobs_by_name(self) -> &'static str {
+        match self {
+            Self::MySql => "job_definition FORCE INDEX (uk_job_name)",
+            Self::Sqlite => "job_definition",
         }
     }
 

@@ -30,7 +30,7 @@ pub(super) async fn lock_job_rows(tx: &mut Tx, jobs: &[&str]) -> Result<(), Stor
     }
     let mut lock = Sql::new(&format!(
         "UPDATE {} SET lock_seq = lock_seq + 1 WHERE name IN ",
-        tx.backend().by_key("job_definition", "uk_job_name")
+        tx.backend().jobs_by_name()
     ));
     lock.list(jobs.iter().copied());
     tx.execute(lock).await?;
@@ -57,7 +57,7 @@ pub(super) async fn lock_jobs(
     lock_job_rows(tx, jobs).await?;
     let mut read = Sql::new(&format!(
         "SELECT name, revision, enabled, updated_at FROM {} WHERE name IN ",
-        backend.by_key("job_definition", "uk_job_name")
+        backend.jobs_by_name()
     ));
     read.list(jobs.iter().copied()).push(backend.lock_rows());
     let mut current = HashMap::new();
@@ -112,7 +112,7 @@ pub(super) async fn record_stopping(
         q.push("execution_stop (trace_id, job_name, requested_at) SELECT trace_id, job_name, ")
             .bind(at)
             .push(" FROM ")
-            .push(&tx.backend().by_key("job_execution", "uk_trace_id"))
+            .push(tx.backend().executions_by_trace())
             .push(" WHERE trace_id IN ")
             .list(chunk.iter().copied());
         tx.execute(q).await?;
@@ -147,7 +147,7 @@ pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, Sto
     for chunk in w.traces.chunks(MULTI_ROW) {
         let mut q = Sql::new(&format!(
             "SELECT trace_id, status, scheduler_instance, start_time FROM {} WHERE trace_id IN ",
-            tx.backend().by_key("job_execution", "uk_trace_id")
+            tx.backend().executions_by_trace()
         ));
         q.list(chunk.iter()).push(lock);
         reads.push(q);
@@ -180,9 +180,12 @@ pub(super) async fn withdraw_in(tx: &mut Tx, w: &Withdrawal) -> Result<bool, Sto
             }
         }
     }
+    let deletes = [
+        tx.backend().delete_executions_by_trace(),
+        "DELETE FROM execution_stop",
+    ];
     for chunk in traces.chunks(MULTI_ROW) {
-        let executions = tx.backend().delete_by_key("job_execution", "uk_trace_id");
-        for delete in [executions.as_str(), "DELETE FROM execution_stop"] {
+        for delete in deletes {
             let mut q = Sql::new(&format!("{delete} WHERE trace_id IN "));
             q.list(chunk.iter());
             tx.execute(q).await?;

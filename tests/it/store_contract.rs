@@ -2204,7 +2204,7 @@ async fn a_jobs_lock_is_a_write_to_its_row(backend: Backend) {
 /// written less).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_batch_rolled_back_for_a_deadlock_is_run_again() {
-    use sqlx::{Connection, Executor};
+    use sqlx::Executor;
     let (db, s) = open(Backend::MySql).await;
     let fire = Utc.with_ymd_and_hms(2024, 5, 1, 4, 0, 0).unwrap();
     let claim = |job: &str| FireClaim {
@@ -2218,21 +2218,13 @@ async fn mysql_a_batch_rolled_back_for_a_deadlock_is_run_again() {
         (claim("a"), vec![row("a", fire, 0, 9)]),
         (claim("b"), vec![row("b", fire, 0, 9)]),
     ];
-    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    other.execute("BEGIN").await.unwrap();
+    let mut other = heavy_transaction(&db.url).await;
     let insert = |job: &str| {
         format!(
             "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) \
              VALUES ('{job}', '2024-05-01 04:00:00', 'other:1', NOW(3))"
         )
     };
-    // The other transaction's weight: the deadlock's victim is the one that wrote less.
-    for i in 0..200 {
-        other
-            .execute(sqlx::AssertSqlSafe(insert(&format!("heavy-{i}"))))
-            .await
-            .unwrap();
-    }
     other
         .execute(sqlx::AssertSqlSafe(insert("b")))
         .await
@@ -2279,11 +2271,8 @@ async fn mysql_a_batch_of_results_locks_only_its_own_rows_on_a_young_table() {
     let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
     other.execute("ANALYZE TABLE job_execution").await.unwrap();
     other.execute("BEGIN").await.unwrap();
-    let outside = &rows[999].trace_id;
     other
-        .execute(sqlx::AssertSqlSafe(format!(
-            "SELECT id FROM job_execution WHERE trace_id = '{outside}' FOR UPDATE"
-        )))
+        .execute(lock_execution(&rows[999].trace_id))
         .await
         .unwrap();
     let at = Utc::now();
@@ -2314,31 +2303,15 @@ async fn mysql_a_batch_of_results_locks_only_its_own_rows_on_a_young_table() {
 /// its backoff (100 ms, doubling) with the results behind the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_batch_of_results_rolled_back_for_a_deadlock_is_run_again() {
-    use sqlx::{Connection, Executor};
+    use sqlx::Executor;
     let (db, s) = open(Backend::MySql).await;
     let fire = Utc.with_ymd_and_hms(2024, 5, 1, 6, 0, 0).unwrap();
     let mut rows = vec![row("a", fire, 0, 0), row("b", fire, 0, 0)];
     rows.sort_by(|x, y| x.trace_id.cmp(&y.trace_id));
     s.record_fire(None, &rows).await.unwrap();
     let (low, high) = (rows[0].trace_id.clone(), rows[1].trace_id.clone());
-    let lock = |trace: &str| {
-        sqlx::AssertSqlSafe(format!(
-            "SELECT id FROM job_execution WHERE trace_id = '{trace}' FOR UPDATE"
-        ))
-    };
-    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    other.execute("BEGIN").await.unwrap();
-    // The other transaction's weight: the deadlock's victim is the one that wrote less.
-    for i in 0..200 {
-        other
-            .execute(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) \
-                 VALUES ('heavy-{i}', '2024-05-01 06:00:00', 'other:1', NOW(3))"
-            )))
-            .await
-            .unwrap();
-    }
-    other.execute(lock(&high)).await.unwrap();
+    let mut other = heavy_transaction(&db.url).await;
+    other.execute(lock_execution(&high)).await.unwrap();
     let batch: Vec<(String, Transition)> =
         vec![(low.clone(), success()), (high.clone(), success())];
     let settling = tokio::spawn({
@@ -2348,7 +2321,7 @@ async fn mysql_a_batch_of_results_rolled_back_for_a_deadlock_is_run_again() {
     // The batch holds `low` and waits for `high`.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     other
-        .execute(lock(&low))
+        .execute(lock_execution(&low))
         .await
         .expect("the batch, not this transaction, is the deadlock's victim");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -2363,4 +2336,29 @@ async fn mysql_a_batch_of_results_rolled_back_for_a_deadlock_is_run_again() {
             .await,
         2
     );
+}
+
+/// Another MySQL session, in a transaction that has written 200 fire claims: the heavier
+/// side of a deadlock, as InnoDB rolls back the transaction that wrote less.
+async fn heavy_transaction(url: &str) -> sqlx::MySqlConnection {
+    use sqlx::{Connection, Executor};
+    let mut other = sqlx::MySqlConnection::connect(url).await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    for i in 0..200 {
+        other
+            .execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) \
+                 VALUES ('heavy-{i}', '2024-05-01 00:00:00', 'other:1', NOW(3))"
+            )))
+            .await
+            .unwrap();
+    }
+    other
+}
+
+/// Locks one execution row until the session's transaction ends.
+fn lock_execution(trace: &str) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM job_execution WHERE trace_id = '{trace}' FOR UPDATE"
+    ))
 }
