@@ -117,6 +117,7 @@ impl Dispatcher {
     ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<Owed>)> {
         let (clock, store) = (parts.clock, parts.store);
         let retries = settings.scheduler.retry_backoff();
+        let lease = Duration::from_secs(settings.compensation.pending_grace_seconds);
         let admission = Arc::new(Admission::new(
             settings.executor.max_backlog.get(),
             settings.executor.max_in_flight.get(),
@@ -152,8 +153,9 @@ impl Dispatcher {
                 retries,
                 planner.clone(),
                 parts.book.clone(),
+                settle::start_deferral(lease),
             ),
-            lease: chrono::Duration::seconds(settings.compensation.pending_grace_seconds as i64),
+            lease: chrono::Duration::from_std(lease)?,
             report_base: format!("http://{}", planner.me()),
             attempting: Default::default(),
             children,

@@ -24,8 +24,18 @@ use crate::backoff::Backoff;
 use crate::store::{Applied, ExecutionStore, StoreError, Transition};
 
 /// How long a RUNNING change may wait for its row's result, so that a call answered within
-/// it costs one row update instead of two.
-const START_DEFERRAL: Duration = Duration::from_millis(200);
+/// it costs one row update instead of two: the deferred changes are flushed together (whole
+/// batches) every second, or every quarter of the lease when that is shorter. RUNNING tells compensation and readers that the call left; compensation reads a
+/// PENDING row as its holder's until the lease is over (and then asks the executor before it
+/// calls), so a RUNNING written within a quarter of it changes no decision. What the wait
+/// costs is seen in the API: a call in flight reads PENDING until its result or the end of the
+/// wait, and a cancel through another instance reaches the executor as late (the attempt asks
+/// for the stop once its RUNNING is refused). At saturation calls are answered in hundreds of
+/// milliseconds; each one past the wait writes its row once more (docs/benchmarks.md, "RUNNING
+/// held back up to a second").
+pub fn start_deferral(lease: Duration) -> Duration {
+    (lease / 4).min(Duration::from_secs(1))
+}
 
 /// At most this many changes share one transaction.
 const MAX_BATCH: usize = 256;
@@ -55,8 +65,10 @@ pub struct Settler {
 }
 
 impl Settler {
-    /// Starts the writer task; it ends when the settler is dropped and the queue is empty.
-    pub fn spawn(store: Arc<dyn ExecutionStore>) -> Self {
+    /// Starts the writer task; it ends when the settler is dropped and the queue is empty. A
+    /// RUNNING change waits for its row's result until the next flush of the deferred ones,
+    /// every `deferral` ([`start_deferral`]).
+    pub fn spawn(store: Arc<dyn ExecutionStore>, deferral: Duration) -> Self {
         let (queue, mut rx) = mpsc::channel::<(String, Transition, Reply)>(QUEUE_BOUND);
         tokio::spawn(async move {
             let writers = Arc::new(Semaphore::new(CONCURRENT_BATCHES));
@@ -78,11 +90,12 @@ impl Settler {
             let _ = writers.acquire_many(CONCURRENT_BATCHES as u32).await;
         });
         let deferred: Arc<Mutex<HashMap<String, (Transition, Reply)>>> = Arc::default();
-        // Flushes the deferred changes; ends with the settler (it holds no sender of its own).
+        // Flushes the deferred changes all at once, so they fill whole batches; ends with the
+        // settler (it holds no sender of its own).
         let (due, sink) = (deferred.clone(), queue.downgrade());
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(START_DEFERRAL).await;
+                tokio::time::sleep(deferral).await;
                 let Some(sink) = sink.upgrade() else { return };
                 let waiting: Vec<_> = due.lock().expect("deferred lock").drain().collect();
                 for (trace, (t, reply)) in waiting {
@@ -148,10 +161,8 @@ impl Settler {
         answer.await.map_err(|_| WriterStopped)
     }
 
-    /// Applies `t`, a PENDING → RUNNING change after a call went out, within
-    /// `START_DEFERRAL`: if the row's result comes first, both are written as one update.
-    /// RUNNING only tells compensation and readers that the call left, and the lease leaves
-    /// seconds for that.
+    /// Applies `t`, a PENDING → RUNNING change after a call went out, at the next flush of
+    /// the deferred changes: if the row's result comes first, both are written as one update.
     pub async fn started(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
         let (reply, answer) = oneshot::channel();
         self.deferred
@@ -338,6 +349,8 @@ mod tests {
         }
     }
 
+    const DEFERRAL: Duration = Duration::from_secs(1);
+
     fn started() -> Transition {
         let at: DateTime<Utc> = "2026-03-01T00:00:00Z".parse().unwrap();
         Transition::started("127.0.0.1:9000".into(), at)
@@ -350,10 +363,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_running_answered_within_the_deferral_is_written_with_its_verdict_in_one_update() {
         let store = Arc::new(Recording::default());
-        let settler = Arc::new(Settler::spawn(store.clone()));
+        let settler = Arc::new(Settler::spawn(store.clone(), DEFERRAL));
         let s = settler.clone();
         let start = tokio::spawn(async move { s.started("a", started()).await });
-        tokio::time::sleep(START_DEFERRAL / 2).await;
+        tokio::time::sleep(DEFERRAL / 2).await;
         assert!(settler.settle("a", success()).await.unwrap().applied());
         assert!(
             start.await.unwrap().unwrap().applied(),
@@ -368,23 +381,58 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_running_alone_is_written_once_the_deferral_has_passed() {
+    async fn a_running_alone_is_written_within_the_deferral() {
         let store = Arc::new(Recording::default());
-        let settler = Settler::spawn(store.clone());
+        let settler = Settler::spawn(store.clone(), DEFERRAL);
+        tokio::time::sleep(DEFERRAL * 3 / 10).await;
         let before = tokio::time::Instant::now();
         assert!(settler.started("a", started()).await.unwrap().applied());
-        assert!(before.elapsed() >= START_DEFERRAL);
-        assert!(before.elapsed() < START_DEFERRAL * 3);
+        assert_eq!(before.elapsed(), DEFERRAL * 7 / 10, "at the next flush");
         let batches = store.batches.lock().unwrap().clone();
         assert_eq!(batches.len(), 1);
         assert_eq!(batches[0][0].1.to, Running);
     }
 
     #[tokio::test(start_paused = true)]
+    async fn the_runnings_deferred_until_a_flush_are_written_in_one_batch() {
+        let store = Arc::new(Recording::default());
+        let settler = Arc::new(Settler::spawn(store.clone(), DEFERRAL));
+        let mut starts = Vec::new();
+        for i in 0..10 {
+            let s = settler.clone();
+            starts.push(tokio::spawn(async move {
+                s.started(&format!("r{i}"), started()).await
+            }));
+            tokio::time::sleep(DEFERRAL / 20).await;
+        }
+        for s in starts {
+            assert!(s.await.unwrap().unwrap().applied());
+        }
+        let sizes: Vec<usize> = store.batches.lock().unwrap().iter().map(Vec::len).collect();
+        assert_eq!(sizes, [10]);
+    }
+
+    #[test]
+    fn the_deferral_is_a_second_or_a_quarter_of_a_shorter_lease() {
+        assert_eq!(
+            start_deferral(Duration::from_secs(10)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            start_deferral(Duration::from_secs(4)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            start_deferral(Duration::from_secs(2)),
+            Duration::from_millis(500)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_batch_the_database_refuses_is_written_again_until_it_goes_in() {
         let store = Arc::new(Recording::default());
         store.failures.store(6, Ordering::SeqCst);
-        let settler = Settler::spawn(store.clone());
+        let settler = Settler::spawn(store.clone(), DEFERRAL);
         let before = tokio::time::Instant::now();
         assert!(settler.settle("a", success()).await.unwrap().applied());
         // 0.1 + 0.2 + 0.4 + 0.8 + 1.6 + 3.2 s of backoff, none of it real.
@@ -397,7 +445,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_change_by_another_party_writes_the_deferred_running_first() {
         let store = Arc::new(Recording::default());
-        let settler = Arc::new(Settler::spawn(store.clone()));
+        let settler = Arc::new(Settler::spawn(store.clone(), DEFERRAL));
         let s = settler.clone();
         let start = tokio::spawn(async move { s.started("a", started()).await });
         tokio::task::yield_now().await;
@@ -418,7 +466,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_change_the_database_refuses_every_time_holds_back_no_other() {
         let store = Arc::new(Recording::default());
-        let settler = Arc::new(Settler::spawn(store.clone()));
+        let settler = Arc::new(Settler::spawn(store.clone(), DEFERRAL));
         // As many refused changes as there are writers, each batched with a good one.
         let bad = |i: usize| format!("bad-{i}");
         *store.poison.lock().unwrap() = (0..CONCURRENT_BATCHES).map(bad).collect();

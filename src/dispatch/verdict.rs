@@ -129,10 +129,11 @@ impl Outcomes {
         backoff: Backoff,
         planner: Arc<Planner>,
         book: Arc<JobBook>,
+        start_deferral: std::time::Duration,
     ) -> Self {
         Self {
             clock,
-            settler: Settler::spawn(store.clone()),
+            settler: Settler::spawn(store.clone(), start_deferral),
             alerts,
             backoff,
             planner,
