@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# What MariaDB spends on the rows of one fire, for the way JobFlow writes them today and for
+# two ways of writing a fire's execution row once, replayed without JobFlow (no HTTP, no
+# scheduler): the statements and batch sizes of the fire path, against the schema of
+# migrations/mysql, in a scratch database that is dropped at the end.
+#
+#   scripts/write-cost.sh [FIRES_PER_SECOND] [SECONDS] [ROUNDS]    defaults: 10000 10 2
+#
+# Modes, each round in this order, the tables emptied before each:
+#   today       claim + PENDING row (50 fires a transaction), the ids read back; the results
+#               as JobFlow writes them (256 a transaction): the locking compare by trace id,
+#               then one UPDATE joined to a derived table of values
+#   running     as today, with each row's RUNNING written on its own before its result (a
+#               call answered after its RUNNING was flushed)
+#   side-table  claim + the planned row in a compact table of its own (primary key trace_id,
+#               index due_time); the result: the planned rows locked and deleted, the final
+#               rows inserted
+#   once        claim carrying its plan (a text column); the result: the final rows inserted
+# Reported: mariadbd's CPU time (user + system, from /proc) per fire. The replay sends the
+# statements as fast as the database takes them, one connection, so it measures cost, not
+# delay; results are in docs/benchmarks.md ("What a fire's rows cost MariaDB").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+. scripts/lib.sh
+
+rate="${1:-10000}"
+seconds="${2:-10}"
+rounds="${3:-2}"
+
+ensure_mariadb
+VENV="${JOBFLOW_BENCH_VENV:-$HOME/.cache/jobflow-bench-venv}"
+if [[ ! -x "$VENV/bin/python" ]]; then
+    python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -c 'import pymysql' 2>/dev/null || "$VENV/bin/pip" install --quiet pymysql
+
+db="jobflow_write_cost_$$"
+mysql_cli() { mariadb --protocol=tcp -h 127.0.0.1 -u root "$@"; }
+mysql_cli -e "CREATE DATABASE $db"
+trap 'mysql_cli -e "DROP DATABASE IF EXISTS $db"' EXIT
+for f in migrations/mysql/*.sql; do
+    mysql_cli "$db" < "$f"
+done
+mysql_cli "$db" -e "
+    ALTER TABLE job_fire ADD COLUMN plan TEXT NULL;
+    CREATE TABLE execution_plan (
+        trace_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+        execution_id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+        job_name VARCHAR(141) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+        fire_time DATETIME(3) NOT NULL,
+        scheduler_instance VARCHAR(100) NOT NULL,
+        executor_instance VARCHAR(100),
+        shard_start INT NOT NULL, shard_end INT NOT NULL, shard_count INT NOT NULL,
+        trigger_time DATETIME(3) NOT NULL,
+        due_time DATETIME(3) NOT NULL,
+        KEY idx_due (due_time)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+
+log "write cost: $rate fires a second for $seconds s, $rounds rounds, database $db"
+printf '| round | mode | fires | wall | mariadbd CPU | per fire |\n|---|---|---|---|---|---|\n'
+for round in $(seq 1 "$rounds"); do
+    for mode in today running side-table once; do
+        mysql_cli "$db" -e "TRUNCATE job_execution; TRUNCATE job_fire; TRUNCATE execution_plan"
+        "$VENV/bin/python" - "$db" "$mode" "$rate" "$seconds" "$round" <<'EOF'
+import os, subprocess, sys, time, uuid
+
+import pymysql
+
+db, mode, rate, seconds, round_ = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+pid = int(subprocess.run(["pidof", "-s", "mariadbd"], capture_output=True, text=True).stdout.split()[0])
+
+
+def cpu():
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def at(t):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + ".%03d" % int((t % 1) * 1000)
+
+
+def marks(n, width):
+    return ",".join(["(" + ",".join(["%s"] * width) + ")"] * n)
+
+
+def listed(n):
+    return "(" + ",".join(["%s"] * n) + ")"
+
+
+conn = pymysql.connect(host="127.0.0.1", user="root", database=db, autocommit=False)
+cur = conn.cursor()
+me, executor = "10.0.0.1:8080", "127.0.0.1:9999"
+base = time.time()
+cpu0, wall0, fires = cpu(), time.time(), 0
+for second in range(seconds):
+    fire = base + second
+    batch = [(f"job-{j:05d}", uuid.uuid4().hex) for j in range(rate)]
+    batch = [(job, trace, f"{job}:{int(fire * 1000)}:0-0") for job, trace in batch]
+    # Ahead of the instant: the claims (and the PENDING or planned rows), 50 fires a transaction.
+    for i in range(0, rate, 50):
+        chunk = batch[i:i + 50]
+        if mode == "once":
+            cur.execute(
+                "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at, plan) VALUES " + marks(len(chunk), 5),
+                [v for job, trace, _ in chunk for v in (job, at(fire), me, at(fire - 1.5), f"{trace} 0-0/1 {executor}")])
+        else:
+            cur.execute(
+                "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) VALUES " + marks(len(chunk), 4),
+                [v for job, _, _ in chunk for v in (job, at(fire), me, at(fire - 1.5))])
+        if mode in ("today", "running"):
+            cur.execute(
+                "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status) VALUES " + marks(len(chunk), 13),
+                [v for job, trace, eid in chunk for v in (eid, trace, job, "CRON", at(fire), me, executor, 0, 0, 1, at(fire - 1.5), at(fire), "PENDING")])
+            cur.execute("SELECT id, trace_id FROM job_execution WHERE trace_id IN " + listed(len(chunk)), [t for _, t, _ in chunk])
+            cur.fetchall()
+        elif mode == "side-table":
+            cur.execute(
+                "INSERT INTO execution_plan (execution_id, trace_id, job_name, fire_time, scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time) VALUES " + marks(len(chunk), 11),
+                [v for job, trace, eid in chunk for v in (eid, trace, job, at(fire), me, executor, 0, 0, 1, at(fire - 1.5), at(fire))])
+        conn.commit()
+    # After the calls: the results, 256 a transaction.
+    for i in range(0, rate, 256):
+        chunk = batch[i:i + 256]
+        traces = [t for _, t, _ in chunk]
+        if mode == "running":
+            cur.execute(
+                "SELECT status, scheduler_instance, due_time, trace_id FROM job_execution FORCE INDEX (uk_trace_id) WHERE trace_id IN " + listed(len(chunk)) + " FOR UPDATE", traces)
+            cur.fetchall()
+            values = " UNION ALL ".join(
+                ["SELECT %s AS trace_id, %s AS status, %s AS start_time"] + ["SELECT %s, %s, %s"] * (len(chunk) - 1))
+            cur.execute(
+                "UPDATE (" + values + ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) ON e.trace_id = v.trace_id COLLATE utf8mb4_bin "
+                "SET e.status = v.status, e.start_time = COALESCE(v.start_time, e.start_time)",
+                [v for t in traces for v in (t, "RUNNING", at(fire))])
+            conn.commit()
+        if mode in ("today", "running"):
+            cur.execute(
+                "SELECT status, scheduler_instance, due_time, trace_id FROM job_execution FORCE INDEX (uk_trace_id) WHERE trace_id IN " + listed(len(chunk)) + " FOR UPDATE", traces)
+            cur.fetchall()
+            values = " UNION ALL ".join(
+                ["SELECT %s AS trace_id, %s AS status, %s AS start_time, %s AS finish_time, %s AS duration_ms, %s AS result_message"]
+                + ["SELECT %s, %s, %s, %s, %s, %s"] * (len(chunk) - 1))
+            cur.execute(
+                "UPDATE (" + values + ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) ON e.trace_id = v.trace_id COLLATE utf8mb4_bin "
+                "SET e.status = v.status, e.start_time = COALESCE(v.start_time, e.start_time), e.finish_time = COALESCE(v.finish_time, e.finish_time), "
+                "e.duration_ms = COALESCE(v.duration_ms, e.duration_ms), e.result_message = COALESCE(v.result_message, e.result_message)",
+                [v for t in traces for v in (t, "SUCCESS", at(fire), at(fire + 0.01), 10, "ok")])
+        else:
+            if mode == "side-table":
+                cur.execute("SELECT trace_id, scheduler_instance, due_time FROM execution_plan WHERE trace_id IN " + listed(len(chunk)) + " FOR UPDATE", traces)
+                cur.fetchall()
+                cur.execute("DELETE FROM execution_plan WHERE trace_id IN " + listed(len(chunk)), traces)
+            cur.execute(
+                "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, start_time, finish_time, duration_ms, status, result_message) VALUES " + marks(len(chunk), 17),
+                [v for job, trace, eid in chunk for v in (eid, trace, job, "CRON", at(fire), me, executor, 0, 0, 1, at(fire - 1.5), at(fire), at(fire), at(fire + 0.01), 10, "SUCCESS", "ok")])
+        conn.commit()
+    fires += rate
+spent, wall = cpu() - cpu0, time.time() - wall0
+print(f"| {round_} | {mode} | {fires} | {wall:.1f} s | {spent:.2f} s | {1e6 * spent / fires:.1f} µs |")
+EOF
+    done
+done
