@@ -22,6 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
 rate="${1:-10000}"
