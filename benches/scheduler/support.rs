@@ -1,7 +1,7 @@
 //! What every scenario uses: the recording executor, a database, the `jobflow` process,
 //! job creation through the API, /proc readings and delay statistics.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -432,6 +432,19 @@ impl DelayStats {
 
     pub fn p(&self, p: f64) -> f64 {
         percentile(&self.delays, p)
+    }
+
+    /// Distinct executions delivered for each whole-second instant of `[from, to)`, in order:
+    /// where in the window the fires not delivered were.
+    pub fn per_instant(calls: &[Call], from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<usize> {
+        let mut seen: HashSet<(&str, DateTime<Utc>, u32)> = HashSet::new();
+        let mut counts = vec![0; (to - from).num_seconds().max(0) as usize];
+        for c in calls.iter().filter(|c| c.fire >= from && c.fire < to) {
+            if seen.insert((c.job.as_str(), c.fire, c.shard_start)) {
+                counts[(c.fire - from).num_seconds() as usize] += 1;
+            }
+        }
+        counts
     }
 
     pub fn max(&self) -> f64 {
