@@ -25,14 +25,15 @@ use crate::store::{Applied, ExecutionStore, StoreError, Transition};
 
 /// How long a RUNNING change may wait for its row's result, so that a call answered within
 /// it costs one row update instead of two: the deferred changes are flushed together (whole
-/// batches) every second, or every quarter of the lease when that is shorter. RUNNING tells compensation and readers that the call left; compensation reads a
-/// PENDING row as its holder's until the lease is over (and then asks the executor before it
-/// calls), so a RUNNING written within a quarter of it changes no decision. What the wait
-/// costs is seen in the API: a call in flight reads PENDING until its result or the end of the
-/// wait, and a cancel through another instance reaches the executor as late (the attempt asks
-/// for the stop once its RUNNING is refused). At saturation calls are answered in hundreds of
-/// milliseconds; each one past the wait writes its row once more (docs/benchmarks.md, "RUNNING
-/// held back up to a second").
+/// batches) every second, or every quarter of the lease when that is shorter. RUNNING tells
+/// compensation and readers that the call left; compensation reads a PENDING row as its
+/// holder's until the lease is over (and then asks the executor before it calls), so a
+/// RUNNING written within a quarter of it changes no decision. What the wait costs is seen
+/// in the API: a call in flight reads PENDING until its result or the next flush. A cancel
+/// meanwhile asks the executor the row was planned for, where the call went, and the attempt
+/// asks again once its RUNNING is refused. At saturation calls are answered in hundreds of
+/// milliseconds; each one past the wait writes its row once more (docs/benchmarks.md,
+/// "RUNNING held back up to a second").
 pub fn start_deferral(lease: Duration) -> Duration {
     (lease / 4).min(Duration::from_secs(1))
 }
