@@ -72,12 +72,7 @@ else
     cargo install ratchjob --locked --quiet
     export RATCHJOB_BIN="$HOME/.cargo/bin/ratchjob"
 fi
-VENV="${JOBFLOW_BENCH_VENV:-$HOME/.cache/jobflow-bench-venv}"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
-    log "installing matplotlib into $VENV"
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet matplotlib
-fi
+bench_venv matplotlib matplotlib
 
 log "building the benchmark (release)"
 cargo bench --locked --bench scheduler --no-run 2>&1 | tail -n 2

@@ -46,6 +46,18 @@ ensure_mariadb() {
     mysql_up || { echo "MariaDB did not come up on 127.0.0.1:3306" >&2; exit 1; }
 }
 
+# The benchmarks' Python venv (`$VENV`) with `module` importable, `package` installed for it
+# when it is not.
+bench_venv() {
+    local module="$1" package="$2"
+    VENV="${JOBFLOW_BENCH_VENV:-$HOME/.cache/jobflow-bench-venv}"
+    if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import $module" 2>/dev/null; then
+        log "installing $package into $VENV"
+        python3 -m venv "$VENV"
+        "$VENV/bin/pip" install --quiet "$package"
+    fi
+}
+
 ensure_rnacos() {
     if [ -n "${RNACOS_BIN:-}" ] && [ -x "$RNACOS_BIN" ]; then
         log "rnacos: $RNACOS_BIN"

@@ -16,7 +16,7 @@
 #               index due_time); the result: the planned rows locked and deleted, the final
 #               rows inserted
 #   once        claim carrying its plan (a text column); the result: the final rows inserted
-# Reported: mariadbd's CPU time (user + system, from /proc) per fire. The replay sends the
+# Reported: the local mariadbd's CPU time (user + system, from /proc) per fire. The replay sends the
 # statements as fast as the database takes them, one connection, so it measures cost, not
 # delay; results are in docs/benchmarks.md ("What a fire's rows cost MariaDB").
 set -euo pipefail
@@ -30,11 +30,7 @@ seconds="${2:-10}"
 rounds="${3:-2}"
 
 ensure_mariadb
-VENV="${JOBFLOW_BENCH_VENV:-$HOME/.cache/jobflow-bench-venv}"
-if [[ ! -x "$VENV/bin/python" ]]; then
-    python3 -m venv "$VENV"
-fi
-"$VENV/bin/python" -c 'import pymysql' 2>/dev/null || "$VENV/bin/pip" install --quiet pymysql
+bench_venv pymysql pymysql
 
 db="jobflow_write_cost_$$"
 mysql_cli() { mariadb --protocol=tcp -h 127.0.0.1 -u root "$@"; }
@@ -89,6 +85,22 @@ def listed(n):
     return "(" + ",".join(["%s"] * n) + ")"
 
 
+def compare_and_set(traces, status, values):
+    """A batch of changes as JobFlow writes it: the locking compare by trace id, then one
+    UPDATE joined to a derived table of the values."""
+    cur.execute("SELECT status, scheduler_instance, due_time, trace_id FROM job_execution FORCE INDEX (uk_trace_id) "
+                "WHERE trace_id IN " + listed(len(traces)) + " FOR UPDATE", traces)
+    cur.fetchall()
+    names = ["trace_id", "status"] + list(values)
+    first = "SELECT " + ", ".join(f"%s AS {n}" for n in names)
+    rest = "SELECT " + ", ".join(["%s"] * len(names))
+    derived = " UNION ALL ".join([first] + [rest] * (len(traces) - 1))
+    sets = ", ".join(["e.status = v.status"] + [f"e.{n} = COALESCE(v.{n}, e.{n})" for n in values])
+    cur.execute("UPDATE (" + derived + ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) "
+                "ON e.trace_id = v.trace_id COLLATE utf8mb4_bin SET " + sets,
+                [v for t in traces for v in [t, status] + list(values.values())])
+
+
 conn = pymysql.connect(host="127.0.0.1", user="root", database=db, autocommit=False)
 cur = conn.cursor()
 me, executor = "10.0.0.1:8080", "127.0.0.1:9999"
@@ -125,28 +137,11 @@ for second in range(seconds):
         chunk = batch[i:i + 256]
         traces = [t for _, t, _ in chunk]
         if mode == "running":
-            cur.execute(
-                "SELECT status, scheduler_instance, due_time, trace_id FROM job_execution FORCE INDEX (uk_trace_id) WHERE trace_id IN " + listed(len(chunk)) + " FOR UPDATE", traces)
-            cur.fetchall()
-            values = " UNION ALL ".join(
-                ["SELECT %s AS trace_id, %s AS status, %s AS start_time"] + ["SELECT %s, %s, %s"] * (len(chunk) - 1))
-            cur.execute(
-                "UPDATE (" + values + ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) ON e.trace_id = v.trace_id COLLATE utf8mb4_bin "
-                "SET e.status = v.status, e.start_time = COALESCE(v.start_time, e.start_time)",
-                [v for t in traces for v in (t, "RUNNING", at(fire))])
+            compare_and_set(traces, "RUNNING", {"start_time": at(fire)})
             conn.commit()
         if mode in ("today", "running"):
-            cur.execute(
-                "SELECT status, scheduler_instance, due_time, trace_id FROM job_execution FORCE INDEX (uk_trace_id) WHERE trace_id IN " + listed(len(chunk)) + " FOR UPDATE", traces)
-            cur.fetchall()
-            values = " UNION ALL ".join(
-                ["SELECT %s AS trace_id, %s AS status, %s AS start_time, %s AS finish_time, %s AS duration_ms, %s AS result_message"]
-                + ["SELECT %s, %s, %s, %s, %s, %s"] * (len(chunk) - 1))
-            cur.execute(
-                "UPDATE (" + values + ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) ON e.trace_id = v.trace_id COLLATE utf8mb4_bin "
-                "SET e.status = v.status, e.start_time = COALESCE(v.start_time, e.start_time), e.finish_time = COALESCE(v.finish_time, e.finish_time), "
-                "e.duration_ms = COALESCE(v.duration_ms, e.duration_ms), e.result_message = COALESCE(v.result_message, e.result_message)",
-                [v for t in traces for v in (t, "SUCCESS", at(fire), at(fire + 0.01), 10, "ok")])
+            compare_and_set(traces, "SUCCESS", {"start_time": at(fire), "finish_time": at(fire + 0.01),
+                                                "duration_ms": 10, "result_message": "ok"})
         else:
             if mode == "side-table":
                 cur.execute("SELECT trace_id, scheduler_instance, due_time FROM execution_plan WHERE trace_id IN " + listed(len(chunk)) + " FOR UPDATE", traces)

@@ -127,12 +127,12 @@ pub async fn precision(a: &Args) {
         per_fire("Com_commit"),
         per_fire("Innodb_data_fsyncs"),
     );
-    let per_instant = {
-        let calls = calls.lock().unwrap();
-        DelayStats::per_instant(&calls, from, to)
-    };
-    if per_instant.iter().any(|n| *n < a.jobs * a.shards as usize) {
-        let counts: Vec<String> = per_instant.iter().map(ToString::to_string).collect();
+    if stats
+        .per_instant
+        .iter()
+        .any(|n| *n < a.jobs * a.shards as usize)
+    {
+        let counts: Vec<String> = stats.per_instant.iter().map(ToString::to_string).collect();
         println!("delivered per instant of the window: {}", counts.join(", "));
     }
     if let (Some(c0), Some(c1)) = (&counters0, &counters1) {

@@ -1,7 +1,7 @@
 //! What every scenario uses: the recording executor, a database, the `jobflow` process,
 //! job creation through the API, /proc readings and delay statistics.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -410,6 +410,9 @@ pub struct DelayStats {
     pub executions: usize,
     pub doubled: usize,
     pub delays: Vec<f64>,
+    /// Distinct executions delivered for each whole-second instant of the window, in order:
+    /// where in it the fires not delivered were.
+    pub per_instant: Vec<usize>,
 }
 
 impl DelayStats {
@@ -423,28 +426,20 @@ impl DelayStats {
             delays.push((c.received - c.fire).num_microseconds().unwrap() as f64 / 1000.0);
         }
         delays.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let mut per_instant = vec![0; (to - from).num_seconds().max(0) as usize];
+        for (_, fire, _) in per_execution.keys() {
+            per_instant[(*fire - from).num_seconds() as usize] += 1;
+        }
         Self {
             executions: per_execution.len(),
             doubled: per_execution.values().filter(|n| **n > 1).count(),
             delays,
+            per_instant,
         }
     }
 
     pub fn p(&self, p: f64) -> f64 {
         percentile(&self.delays, p)
-    }
-
-    /// Distinct executions delivered for each whole-second instant of `[from, to)`, in order:
-    /// where in the window the fires not delivered were.
-    pub fn per_instant(calls: &[Call], from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<usize> {
-        let mut seen: HashSet<(&str, DateTime<Utc>, u32)> = HashSet::new();
-        let mut counts = vec![0; (to - from).num_seconds().max(0) as usize];
-        for c in calls.iter().filter(|c| c.fire >= from && c.fire < to) {
-            if seen.insert((c.job.as_str(), c.fire, c.shard_start)) {
-                counts[(c.fire - from).num_seconds() as usize] += 1;
-            }
-        }
-        counts
     }
 
     pub fn max(&self) -> f64 {
