@@ -13,7 +13,7 @@ use super::steps::{count_cancels, lock_job_rows, record_stopping};
 use super::{
     ACTIVITY_DELAY_SAMPLE, Activity, Applied, ChildTrigger, Cursor, ExecutionFilter,
     ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, Stopping, StoreError, Swept,
-    Transition, Unreadable, fold_moves,
+    Transition, Unreadable, chained_moves, fold_moves,
 };
 use crate::jobs::{Execution, ExecutionStatus, NewExecution, choose, fire_key, first_attempt_id};
 
@@ -293,8 +293,11 @@ fn executions(rows: &[Row]) -> Result<Vec<Execution>, StoreError> {
     rows.iter().map(execution).collect()
 }
 
-/// Inserts rows with multi-row statements and reads their generated ids back by trace id
-/// (ids of a multi-row insert are not reported one by one).
+/// Inserts rows with multi-row statements and learns their generated ids (a multi-row insert
+/// reports only its first, and on Galera, whose ids interleave, not even that tells the
+/// rest): from the statement itself where the server returns what it inserted (MariaDB,
+/// SQLite), else read back by trace id. Returning them spares MariaDB a lookup of every row
+/// it has just written (docs/benchmarks.md, "What a fire's rows cost MariaDB").
 pub(super) async fn insert_executions(
     tx: &mut Tx,
     rows: &[&NewExecution],
@@ -458,20 +461,55 @@ async fn transition_once(db: &Db, trace_id: &str, t: &Transition) -> Result<Appl
     Ok(a)
 }
 
-/// One attempt at a batch of state changes (see [`ExecutionStore::transitions`]): compare
-/// every row under its lock, then set the winners in one statement.
+/// One attempt at a batch of state changes (see [`ExecutionStore::transitions`]).
+///
+/// Nearly every batch is a writer's results and starts, each for a row nobody else touched
+/// since: such a batch is set in one guarded statement per chunk, each row changed only if it
+/// is still as its first change expects, and it applied whole when every row matched. Only
+/// when some row did not (a cancel, a compensation or another instance got there first) is
+/// the batch rolled back and judged row by row: every row read under its lock, each change
+/// decided in order as if applied one by one, the winners set. The guarded statement spares
+/// the locking read of every row, which cost MariaDB about a tenth of a fire's writes
+/// (docs/benchmarks.md, "What a fire's rows cost MariaDB").
 async fn transitions_once(
     db: &Db,
     batch: &[(String, Transition)],
 ) -> Result<Vec<Applied>, StoreError> {
-    let mut tx = db.begin().await?;
     let mut jobs: Vec<&str> = batch
         .iter()
         .filter_map(|(_, t)| t.lock_job.as_deref())
         .collect();
     jobs.sort_unstable();
     jobs.dedup();
-    lock_job_rows(&mut tx, &jobs).await?;
+    if let Some(moves) = chained_moves(batch) {
+        let mut tx = db.begin().await?;
+        lock_job_rows(&mut tx, &jobs).await?;
+        let mut matched = 0;
+        let moves: Vec<&(String, Transition)> = moves.iter().collect();
+        for chunk in moves.chunks(MULTI_ROW / 2) {
+            matched += tx.execute(set_many(tx.backend(), chunk, true)).await?;
+        }
+        if matched == moves.len() as u64 {
+            let mut applied = vec![Applied::yes(); batch.len()];
+            let all: Vec<&(String, Transition)> = batch.iter().collect();
+            follow_up(&mut tx, &all, &mut applied).await?;
+            tx.commit().await?;
+            return Ok(applied);
+        }
+        tx.rollback().await?;
+    }
+    judged_one_by_one(db, batch, &jobs).await
+}
+
+/// The batch judged row by row (see [`transitions_once`]): compare every row under its lock,
+/// then set the winners in one statement.
+async fn judged_one_by_one(
+    db: &Db,
+    batch: &[(String, Transition)],
+    jobs: &[&str],
+) -> Result<Vec<Applied>, StoreError> {
+    let mut tx = db.begin().await?;
+    lock_job_rows(&mut tx, jobs).await?;
     // Compare: the current status and holder of every row, locked until the commit.
     let backend = tx.backend();
     let mut current: HashMap<String, Held> = HashMap::with_capacity(batch.len());
@@ -516,7 +554,7 @@ async fn transitions_once(
     let merged = fold_moves(&winners);
     let merged: Vec<&(String, Transition)> = merged.iter().collect();
     for chunk in merged.chunks(MULTI_ROW / 2) {
-        tx.execute(set_many(tx.backend(), chunk)).await?;
+        tx.execute(set_many(tx.backend(), chunk, false)).await?;
     }
     let all: Vec<&(String, Transition)> = batch.iter().collect();
     follow_up(&mut tx, &all, &mut applied).await?;
@@ -524,14 +562,19 @@ async fn transitions_once(
     Ok(applied)
 }
 
-/// One UPDATE giving each row of `items` its own values, for rows already known to be in a
-/// `from` state; columns an item leaves unset keep their value. The values are a derived
-/// table (`SELECT ? AS trace_id, … UNION ALL SELECT …`) joined to the rows on the unique
-/// `trace_id` index, so the statement costs the same per row however large the batch: a
-/// `CASE trace_id WHEN … THEN …` per column, as this was first written, compares each row
-/// with every item of the batch, in every column (docs/benchmarks.md, "Writing a batch of
-/// results"). Only the columns some item sets are named.
-fn set_many(backend: Backend, items: &[&(String, Transition)]) -> Sql {
+/// One UPDATE giving each row of `items` its own values; columns an item leaves unset keep
+/// their value. The values are a derived table (`SELECT ? AS trace_id, … UNION ALL SELECT
+/// …`) joined to the rows on the unique `trace_id` index, so the statement costs the same per
+/// row however large the batch: a `CASE trace_id WHEN … THEN …` per column, as this was first
+/// written, compares each row with every item of the batch, in every column
+/// (docs/benchmarks.md, "Writing a batch of results"). Only the columns some item sets are
+/// named.
+///
+/// `guarded`: each row changes only while it is in one of its item's `from` states and, for
+/// an item with `held_by`, still held by that instance until that due time; the statement
+/// then counts the rows that matched. Unguarded, the rows are already known to be in a
+/// `from` state (compared under their locks).
+fn set_many(backend: Backend, items: &[&(String, Transition)], guarded: bool) -> Sql {
     let changes: Vec<[Column; 8]> = items.iter().map(|(_, t)| changed_columns(t)).collect();
     // The columns some item sets, each with a NULL of its type for the items that leave it
     // unset: the derived table's column takes its type from its values, and an untyped NULL
@@ -542,6 +585,13 @@ fn set_many(backend: Backend, items: &[&(String, Transition)]) -> Sql {
             Some((k, changes[0][k].0, value.null()))
         })
         .collect();
+    // The guard's columns: `from_0`… (as many as the longest `from`, NULL past an item's
+    // own), then the lease's holder and due time (NULL for an item without one).
+    let froms = if guarded {
+        items.iter().map(|(_, t)| t.from.len()).max().unwrap_or(0)
+    } else {
+        0
+    };
     let mut values = Sql::new("SELECT ");
     for (i, ((trace, t), change)) in items.iter().zip(changes).enumerate() {
         let alias = |name: &str| {
@@ -561,6 +611,24 @@ fn set_many(backend: Backend, items: &[&(String, Transition)]) -> Sql {
             let value = change[*k].take().unwrap_or_else(|| null.clone());
             values.push(", ").bind(value).push(&alias(name));
         }
+        if guarded {
+            for k in 0..froms {
+                let from = t.from.get(k).map(|s| s.as_str().to_string());
+                values
+                    .push(", ")
+                    .bind(from)
+                    .push(&alias(&format!("from_{k}")));
+            }
+            let (holder, due) = match &t.held_by {
+                Some((holder, due)) => (Some(holder.clone()), Some(*due)),
+                None => (None, None),
+            };
+            values.push(", ").bind(holder).push(&alias("held_by"));
+            values
+                .push(", ")
+                .bind(Arg::Time(due))
+                .push(&alias("held_due"));
+        }
     }
     // MySQL names the updated table's columns by its alias; SQLite's SET takes bare names.
     let set = |target: &str| {
@@ -569,6 +637,17 @@ fn set_many(backend: Backend, items: &[&(String, Transition)]) -> Sql {
             set.push_str(&format!(", {target}{name} = COALESCE(v.{name}, e.{name})"));
         }
         set
+    };
+    let guard = |and: &str| {
+        if !guarded {
+            return String::new();
+        }
+        let from: Vec<String> = (0..froms).map(|k| format!("v.from_{k}")).collect();
+        format!(
+            " {and} e.status IN ({}) AND (v.held_by IS NULL OR \
+             (e.scheduler_instance = v.held_by AND e.due_time = v.held_due))",
+            from.join(", ")
+        )
     };
     match backend {
         // The values first and the rows through their unique index, whatever the table's
@@ -579,15 +658,18 @@ fn set_many(backend: Backend, items: &[&(String, Transition)]) -> Sql {
             let mut q = Sql::new("UPDATE (");
             q.append(values).push(&format!(
                 ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) \
-                 ON e.trace_id = v.trace_id COLLATE utf8mb4_bin SET {}",
-                set("e.")
+                 ON e.trace_id = v.trace_id COLLATE utf8mb4_bin SET {}{}",
+                set("e."),
+                guard("WHERE")
             ));
             q
         }
         Backend::Sqlite => {
             let mut q = Sql::new(&format!("UPDATE job_execution AS e SET {} FROM (", set("")));
-            q.append(values)
-                .push(") AS v WHERE e.trace_id = v.trace_id");
+            q.append(values).push(&format!(
+                ") AS v WHERE e.trace_id = v.trace_id{}",
+                guard("AND")
+            ));
             q
         }
     }

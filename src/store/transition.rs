@@ -147,10 +147,37 @@ pub fn fold_moves(winners: &[&(String, Transition)]) -> Vec<(String, Transition)
     order
 }
 
+/// The moves of `batch` folded into one per row ([`fold_moves`]), each guarded by its row's
+/// first change (its `from` states and lease), when applying that first change means the
+/// rest of the row's changes apply too: each later change starts from the state the one
+/// before it leaves and names no lease. `None` for a batch where some later change could
+/// lose, which only the row-by-row judgement decides.
+pub fn chained_moves(batch: &[(String, Transition)]) -> Option<Vec<(String, Transition)>> {
+    let mut first: HashMap<&str, &Transition> = HashMap::with_capacity(batch.len());
+    let mut last: HashMap<&str, ExecutionStatus> = HashMap::with_capacity(batch.len());
+    for (trace, t) in batch {
+        if let Some(before) = last.insert(trace.as_str(), t.to) {
+            if t.held_by.is_some() || !t.from.contains(&before) {
+                return None;
+            }
+        } else {
+            first.insert(trace.as_str(), t);
+        }
+    }
+    let all: Vec<&(String, Transition)> = batch.iter().collect();
+    let mut moves = fold_moves(&all);
+    for (trace, t) in &mut moves {
+        let opening = first[trace.as_str()];
+        t.from = opening.from;
+        t.held_by = opening.held_by.clone();
+    }
+    Some(moves)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ExecutionStatus::{Pending, Running, Success};
+    use ExecutionStatus::{Cancelled, Pending, Running, Success};
 
     #[test]
     fn a_row_that_moves_twice_in_a_batch_is_set_once_with_both_moves_columns() {
@@ -177,5 +204,63 @@ mod tests {
         assert_eq!((a.start_time, a.finish_time), (Some(at), Some(at)));
         assert_eq!(a.result_message.as_deref(), Some("done"));
         assert_eq!((folded[1].0.as_str(), folded[1].1.to), ("b", Running));
+    }
+
+    fn result(from: &'static [ExecutionStatus]) -> Transition {
+        Transition {
+            result_message: Some("done".into()),
+            ..Transition::to(from, Success)
+        }
+    }
+
+    #[test]
+    fn a_start_and_its_result_are_one_move_guarded_by_the_start() {
+        let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let lease = ("10.0.0.1:8080".to_string(), at);
+        let start = Transition {
+            held_by: Some(lease.clone()),
+            ..Transition::started("127.0.0.1:9001".into(), at)
+        };
+        let batch = vec![
+            ("a".to_string(), start),
+            ("b".to_string(), result(&[Pending, Running])),
+            ("a".to_string(), result(&[Running])),
+        ];
+        let moves = chained_moves(&batch).expect("every later change follows the one before");
+        assert_eq!(moves.len(), 2);
+        let (trace, a) = &moves[0];
+        assert_eq!((trace.as_str(), a.to), ("a", Success));
+        assert_eq!(a.from, &[Pending]);
+        assert_eq!(a.held_by, Some(lease));
+        assert_eq!(a.executor_instance.as_deref(), Some("127.0.0.1:9001"));
+        assert_eq!(a.result_message.as_deref(), Some("done"));
+        let (trace, b) = &moves[1];
+        assert_eq!(
+            (trace.as_str(), b.from, b.held_by.clone()),
+            ("b", &[Pending, Running][..], None)
+        );
+    }
+
+    #[test]
+    fn a_later_change_that_could_lose_leaves_the_batch_to_be_judged_row_by_row() {
+        let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        // A second result: it starts from a state the first leaves behind.
+        let twice = vec![
+            ("a".to_string(), result(&[Running])),
+            ("a".to_string(), result(&[Running])),
+        ];
+        assert!(chained_moves(&twice).is_none());
+        // A later change under a lease: whether it holds depends on the row, not the batch.
+        let leased = vec![
+            ("a".to_string(), Transition::to(&[Pending], Running)),
+            (
+                "a".to_string(),
+                Transition {
+                    held_by: Some(("10.0.0.1:8080".into(), at)),
+                    ..Transition::to(&[Running], Cancelled)
+                },
+            ),
+        ];
+        assert!(chained_moves(&leased).is_none());
     }
 }
