@@ -306,13 +306,19 @@ pub(super) async fn insert_executions(
     for chunk in rows.chunks(MULTI_ROW) {
         let mut q = Sql::new("INSERT INTO job_execution ");
         q.values(chunk.iter().map(|r| new_execution_columns(r)));
-        tx.execute(q).await.map_err(StoreError::from_write)?;
-        let mut select = Sql::new(&format!(
-            "SELECT id, trace_id FROM {} WHERE trace_id IN ",
-            tx.backend().executions_by_trace()
-        ));
-        select.list(chunk.iter().map(|r| r.trace_id.as_str()));
-        for row in tx.fetch_all(select).await? {
+        let inserted = if tx.returning() {
+            q.push(" RETURNING id, trace_id");
+            tx.fetch_all(q).await.map_err(StoreError::from_write)?
+        } else {
+            tx.execute(q).await.map_err(StoreError::from_write)?;
+            let mut select = Sql::new(&format!(
+                "SELECT id, trace_id FROM {} WHERE trace_id IN ",
+                tx.backend().executions_by_trace()
+            ));
+            select.list(chunk.iter().map(|r| r.trace_id.as_str()));
+            tx.fetch_all(select).await?
+        };
+        for row in inserted {
             let (id, trace): (i64, String) = (row.at(0)?, row.at(1)?);
             ids.insert(trace, id);
         }

@@ -650,14 +650,14 @@ impl Store for SqlStore {
                 let db = sqlite::beside(settings.url.expose(), writer, connections).await?;
                 Ok(Arc::new(SqlStore::new(db)))
             }
-            sql::Db::MySql(_) => open(settings, connections).await,
+            sql::Db::MySql { .. } => open(settings, connections).await,
         }
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
         // Each backend guards concurrent start-ups in its own way.
         match &self.db {
-            sql::Db::MySql(pool) => mysql::migrate(pool).await,
+            sql::Db::MySql { pool, .. } => mysql::migrate(pool).await,
             sql::Db::Sqlite { writer, .. } => sqlite::migrate(writer).await,
         }
     }

@@ -40,7 +40,12 @@ pub async fn connect(
         .acquire_timeout(Duration::from_secs(5))
         .connect_with(options)
         .await?;
-    Ok(Db::MySql(pool))
+    // MariaDB names itself in its version (`10.11.19-MariaDB-…`); MySQL 8 has no RETURNING.
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&pool)
+        .await?;
+    let returning = version.contains("MariaDB");
+    Ok(Db::MySql { pool, returning })
 }
 
 /// Applies the pending migrations while holding [`MIGRATION_LOCK`] on one connection: the

@@ -386,7 +386,8 @@ where
 /// A pool of connections to one database.
 #[derive(Clone)]
 pub enum Db {
-    MySql(MySqlPool),
+    /// `returning`: the server takes `INSERT … RETURNING` (MariaDB; MySQL 8 does not).
+    MySql { pool: MySqlPool, returning: bool },
     /// SQLite's one writer, and the connections plain reads go to: the writer's own for the
     /// scheduling store, read-only ones beside it for the API, the check at each instant and
     /// the engine's refreshes (`store::connect_beside`), which in WAL mode read while the
@@ -400,14 +401,14 @@ pub enum Db {
 impl Db {
     pub fn backend(&self) -> Backend {
         match self {
-            Self::MySql(_) => Backend::MySql,
+            Self::MySql { .. } => Backend::MySql,
             Self::Sqlite { .. } => Backend::Sqlite,
         }
     }
 
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
         Ok(match self {
-            Self::MySql(p) => Tx::MySql(p.begin().await?),
+            Self::MySql { pool, returning } => Tx::MySql(pool.begin().await?, *returning),
             Self::Sqlite { writer, .. } => Tx::Sqlite(writer.begin().await?),
         })
     }
@@ -415,7 +416,7 @@ impl Db {
     /// Runs `q`; the number of rows it changed.
     pub async fn execute(&self, q: Sql) -> Result<u64, sqlx::Error> {
         match self {
-            Self::MySql(p) => execute(p, q).await,
+            Self::MySql { pool, .. } => execute(pool, q).await,
             Self::Sqlite { writer, .. } => execute(writer, q).await,
         }
     }
@@ -423,7 +424,7 @@ impl Db {
     /// Runs `q`, a read outside any transaction.
     pub async fn fetch_all(&self, q: Sql) -> Result<Vec<Row>, sqlx::Error> {
         match self {
-            Self::MySql(p) => fetch_all(p, q).await,
+            Self::MySql { pool, .. } => fetch_all(pool, q).await,
             Self::Sqlite { reads, .. } => fetch_all(reads, q).await,
         }
     }
@@ -431,7 +432,7 @@ impl Db {
     /// Runs `q`, a read outside any transaction.
     pub async fn fetch_optional(&self, q: Sql) -> Result<Option<Row>, sqlx::Error> {
         match self {
-            Self::MySql(p) => fetch_optional(p, q).await,
+            Self::MySql { pool, .. } => fetch_optional(pool, q).await,
             Self::Sqlite { reads, .. } => fetch_optional(reads, q).await,
         }
     }
@@ -439,49 +440,59 @@ impl Db {
 
 /// A transaction; dropped without [`Tx::commit`], it rolls back.
 pub enum Tx {
-    MySql(sqlx::Transaction<'static, MySql>),
+    /// With the server's `returning` (see [`Db::MySql`]).
+    MySql(sqlx::Transaction<'static, MySql>, bool),
     Sqlite(sqlx::Transaction<'static, Sqlite>),
 }
 
 impl Tx {
     pub fn backend(&self) -> Backend {
         match self {
-            Self::MySql(_) => Backend::MySql,
+            Self::MySql(..) => Backend::MySql,
             Self::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// Whether an INSERT can return the rows it wrote (`INSERT … RETURNING`): on MariaDB and
+    /// SQLite, not on MySQL 8.
+    pub fn returning(&self) -> bool {
+        match self {
+            Self::MySql(_, returning) => *returning,
+            Self::Sqlite(_) => true,
         }
     }
 
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
-            Self::MySql(t) => t.commit().await,
+            Self::MySql(t, _) => t.commit().await,
             Self::Sqlite(t) => t.commit().await,
         }
     }
 
     pub async fn rollback(self) -> Result<(), sqlx::Error> {
         match self {
-            Self::MySql(t) => t.rollback().await,
+            Self::MySql(t, _) => t.rollback().await,
             Self::Sqlite(t) => t.rollback().await,
         }
     }
 
     pub async fn execute(&mut self, q: Sql) -> Result<u64, sqlx::Error> {
         match self {
-            Self::MySql(t) => execute(&mut **t, q).await,
+            Self::MySql(t, _) => execute(&mut **t, q).await,
             Self::Sqlite(t) => execute(&mut **t, q).await,
         }
     }
 
     pub async fn fetch_all(&mut self, q: Sql) -> Result<Vec<Row>, sqlx::Error> {
         match self {
-            Self::MySql(t) => fetch_all(&mut **t, q).await,
+            Self::MySql(t, _) => fetch_all(&mut **t, q).await,
             Self::Sqlite(t) => fetch_all(&mut **t, q).await,
         }
     }
 
     pub async fn fetch_optional(&mut self, q: Sql) -> Result<Option<Row>, sqlx::Error> {
         match self {
-            Self::MySql(t) => fetch_optional(&mut **t, q).await,
+            Self::MySql(t, _) => fetch_optional(&mut **t, q).await,
             Self::Sqlite(t) => fetch_optional(&mut **t, q).await,
         }
     }
