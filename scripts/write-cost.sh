@@ -7,11 +7,14 @@
 #   scripts/write-cost.sh [FIRES_PER_SECOND] [SECONDS] [ROUNDS]    defaults: 10000 10 2
 #
 # Modes, each round in this order, the tables emptied before each:
-#   today       claim + PENDING row (50 fires a transaction), the ids read back; the results
-#               as JobFlow writes them (256 a transaction): the locking compare by trace id,
-#               then one UPDATE joined to a derived table of values
+#   today       claim + PENDING row (50 fires a transaction), the ids returned by the insert
+#               (INSERT … RETURNING); the results as JobFlow writes them (256 a transaction):
+#               one UPDATE joined to a derived table of values and each row's guard
 #   running     as today, with each row's RUNNING written on its own before its result (a
 #               call answered after its RUNNING was flushed)
+#   before      as today, as JobFlow wrote it before 2026-12-05: the ids read back by trace
+#               id after each insert, and each batch of results a locking compare by trace
+#               id, then the UPDATE without guards
 #   side-table  claim + the planned row in a compact table of its own (primary key trace_id,
 #               index due_time); the result: the planned rows locked and deleted, the final
 #               rows inserted
@@ -57,7 +60,7 @@ mysql_cli "$db" -e "
 log "write cost: $rate fires a second for $seconds s, $rounds rounds, database $db"
 printf '| round | mode | fires | wall | mariadbd CPU | per fire |\n|---|---|---|---|---|---|\n'
 for round in $(seq 1 "$rounds"); do
-    for mode in today running side-table once; do
+    for mode in today before running side-table once; do
         mysql_cli "$db" -e "TRUNCATE job_execution; TRUNCATE job_fire; TRUNCATE execution_plan"
         "$VENV/bin/python" - "$db" "$mode" "$rate" "$seconds" "$round" <<'EOF'
 import os, subprocess, sys, time, uuid
@@ -85,20 +88,29 @@ def listed(n):
     return "(" + ",".join(["%s"] * n) + ")"
 
 
-def compare_and_set(traces, status, values):
-    """A batch of changes as JobFlow writes it: the locking compare by trace id, then one
-    UPDATE joined to a derived table of the values."""
-    cur.execute("SELECT status, scheduler_instance, due_time, trace_id FROM job_execution FORCE INDEX (uk_trace_id) "
-                "WHERE trace_id IN " + listed(len(traces)) + " FOR UPDATE", traces)
-    cur.fetchall()
-    names = ["trace_id", "status"] + list(values)
+def compare_and_set(traces, status, values, due):
+    """A batch of changes as JobFlow writes it: one UPDATE joined to a derived table of the
+    values and each row's guard (its from states, its lease), which must match every row.
+    Before 2026-12-05: a locking compare by trace id first, then the UPDATE unguarded."""
+    if mode == "before":
+        cur.execute("SELECT status, scheduler_instance, due_time, trace_id FROM job_execution FORCE INDEX (uk_trace_id) "
+                    "WHERE trace_id IN " + listed(len(traces)) + " FOR UPDATE", traces)
+        cur.fetchall()
+        guard, guards = [], []
+    else:
+        guard = ["from_0", "from_1", "held_by", "held_due"]
+        guards = ["PENDING", "RUNNING", me, due]
+    names = ["trace_id", "status"] + list(values) + guard
     first = "SELECT " + ", ".join(f"%s AS {n}" for n in names)
     rest = "SELECT " + ", ".join(["%s"] * len(names))
     derived = " UNION ALL ".join([first] + [rest] * (len(traces) - 1))
     sets = ", ".join(["e.status = v.status"] + [f"e.{n} = COALESCE(v.{n}, e.{n})" for n in values])
-    cur.execute("UPDATE (" + derived + ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) "
-                "ON e.trace_id = v.trace_id COLLATE utf8mb4_bin SET " + sets,
-                [v for t in traces for v in [t, status] + list(values.values())])
+    where = (" WHERE e.status IN (v.from_0, v.from_1) AND (v.held_by IS NULL OR "
+             "(e.scheduler_instance = v.held_by AND e.due_time = v.held_due))") if guard else ""
+    matched = cur.execute("UPDATE (" + derived + ") v STRAIGHT_JOIN job_execution e FORCE INDEX (uk_trace_id) "
+                          "ON e.trace_id = v.trace_id COLLATE utf8mb4_bin SET " + sets + where,
+                          [v for t in traces for v in [t, status] + list(values.values()) + guards])
+    assert matched == len(traces), (matched, len(traces))
 
 
 conn = pymysql.connect(host="127.0.0.1", user="root", database=db, autocommit=False)
@@ -121,11 +133,13 @@ for second in range(seconds):
             cur.execute(
                 "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) VALUES " + marks(len(chunk), 4),
                 [v for job, _, _ in chunk for v in (job, at(fire), me, at(fire - 1.5))])
-        if mode in ("today", "running"):
+        if mode in ("today", "running", "before"):
             cur.execute(
-                "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status) VALUES " + marks(len(chunk), 13),
+                "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status) VALUES " + marks(len(chunk), 13)
+                + ("" if mode == "before" else " RETURNING id, trace_id"),
                 [v for job, trace, eid in chunk for v in (eid, trace, job, "CRON", at(fire), me, executor, 0, 0, 1, at(fire - 1.5), at(fire), "PENDING")])
-            cur.execute("SELECT id, trace_id FROM job_execution WHERE trace_id IN " + listed(len(chunk)), [t for _, t, _ in chunk])
+            if mode == "before":
+                cur.execute("SELECT id, trace_id FROM job_execution WHERE trace_id IN " + listed(len(chunk)), [t for _, t, _ in chunk])
             cur.fetchall()
         elif mode == "side-table":
             cur.execute(
@@ -137,11 +151,11 @@ for second in range(seconds):
         chunk = batch[i:i + 256]
         traces = [t for _, t, _ in chunk]
         if mode == "running":
-            compare_and_set(traces, "RUNNING", {"start_time": at(fire)})
+            compare_and_set(traces, "RUNNING", {"start_time": at(fire)}, at(fire))
             conn.commit()
-        if mode in ("today", "running"):
+        if mode in ("today", "running", "before"):
             compare_and_set(traces, "SUCCESS", {"start_time": at(fire), "finish_time": at(fire + 0.01),
-                                                "duration_ms": 10, "result_message": "ok"})
+                                                "duration_ms": 10, "result_message": "ok"}, at(fire))
         else:
             if mode == "side-table":
                 cur.execute("SELECT trace_id, scheduler_instance, due_time FROM execution_plan WHERE trace_id IN " + listed(len(chunk)) + " FOR UPDATE", traces)
