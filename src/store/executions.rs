@@ -10,10 +10,11 @@ use super::columns::{execution, new_execution_columns};
 use super::conflict;
 use super::sql::{Arg, Backend, Db, Row, Sql, Tx};
 use super::steps::{count_cancels, lock_job_rows, record_stopping};
+use super::transition::chained_moves;
 use super::{
     ACTIVITY_DELAY_SAMPLE, Activity, Applied, ChildTrigger, Cursor, ExecutionFilter,
     ExecutionStore, Listing, MULTI_ROW, PageRequest, SqlStore, Stopping, StoreError, Swept,
-    Transition, Unreadable, chained_moves, fold_moves,
+    Transition, Unreadable, fold_moves,
 };
 use crate::jobs::{Execution, ExecutionStatus, NewExecution, choose, fire_key, first_attempt_id};
 
@@ -475,8 +476,8 @@ async fn transition_once(db: &Db, trace_id: &str, t: &Transition) -> Result<Appl
 /// when some row did not (a cancel, a compensation or another instance got there first) is
 /// the batch rolled back and judged row by row: every row read under its lock, each change
 /// decided in order as if applied one by one, the winners set. The guarded statement spares
-/// the locking read of every row, which cost MariaDB about a tenth of a fire's writes
-/// (docs/benchmarks.md, "What a fire's rows cost MariaDB").
+/// the locking read of every row, a few µs of MariaDB's time per fire (docs/benchmarks.md,
+/// "Ids returned by the insert, and the guarded batch again").
 async fn transitions_once(
     db: &Db,
     batch: &[(String, Transition)],

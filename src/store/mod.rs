@@ -51,7 +51,7 @@ pub use logs::{LogEnd, LogLine, LogPage, LogStore};
 pub use retention::PurgePace;
 pub use sql::Backend;
 pub use tokens::{StoredToken, TokenStore};
-pub use transition::{Applied, ChildTrigger, Follow, Transition, chained_moves, fold_moves};
+pub use transition::{Applied, ChildTrigger, Follow, Transition, fold_moves};
 
 /// Rows per multi-row INSERT (17 bound values each stays far below every placeholder limit).
 const MULTI_ROW: usize = 500;

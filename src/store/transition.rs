@@ -153,23 +153,24 @@ pub fn fold_moves(winners: &[&(String, Transition)]) -> Vec<(String, Transition)
 /// before it leaves and names no lease. `None` for a batch where some later change could
 /// lose, which only the row-by-row judgement decides.
 pub fn chained_moves(batch: &[(String, Transition)]) -> Option<Vec<(String, Transition)>> {
-    let mut first: HashMap<&str, &Transition> = HashMap::with_capacity(batch.len());
     let mut last: HashMap<&str, ExecutionStatus> = HashMap::with_capacity(batch.len());
+    let mut lease: HashMap<&str, &Option<(String, DateTime<Utc>)>> =
+        HashMap::with_capacity(batch.len());
     for (trace, t) in batch {
-        if let Some(before) = last.insert(trace.as_str(), t.to) {
-            if t.held_by.is_some() || !t.from.contains(&before) {
-                return None;
+        match last.insert(trace.as_str(), t.to) {
+            Some(before) if t.held_by.is_some() || !t.from.contains(&before) => return None,
+            Some(_) => {}
+            None => {
+                lease.insert(trace.as_str(), &t.held_by);
             }
-        } else {
-            first.insert(trace.as_str(), t);
         }
     }
+    // The fold keeps each row's first `from` and drops leases: the first change's lease (the
+    // only one a row's changes may name here) is put back as the row's guard.
     let all: Vec<&(String, Transition)> = batch.iter().collect();
     let mut moves = fold_moves(&all);
     for (trace, t) in &mut moves {
-        let opening = first[trace.as_str()];
-        t.from = opening.from;
-        t.held_by = opening.held_by.clone();
+        t.held_by = lease[trace.as_str()].clone();
     }
     Some(moves)
 }
