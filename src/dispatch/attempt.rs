@@ -438,8 +438,9 @@ impl Attempts {
             ..Transition::started(executor.clone(), at)
         };
         let (this, trace) = (self.clone(), row.trace_id.clone());
+        let written = self.outcomes.settler.started(&trace, start);
         self.tasks.spawn(async move {
-            if let Ok(Applied::No) = this.outcomes.settler.started(&trace, start).await
+            if let Ok(Applied::No) = written.await
                 && !settled_here.load(Ordering::Acquire)
                 && let Ok(Some(now)) = this.executions.get_execution(&trace).await
                 && now.status == Cancelled

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 use crate::backoff::Backoff;
 use crate::store::{Applied, ExecutionStore, StoreError, Transition};
@@ -73,6 +73,7 @@ impl Settler {
         let (queue, mut rx) = mpsc::channel::<(String, Transition, Reply)>(QUEUE_BOUND);
         tokio::spawn(async move {
             let writers = Arc::new(Semaphore::new(CONCURRENT_BATCHES));
+            let in_flight = InFlight::default();
             let mut waiting = Vec::with_capacity(MAX_BATCH);
             loop {
                 let Ok(writer) = writers.clone().acquire_owned().await else {
@@ -82,8 +83,16 @@ impl Settler {
                     break;
                 }
                 let (store, items) = (store.clone(), std::mem::take(&mut waiting));
+                let (written, earlier) = in_flight.enter(&items);
+                let in_flight = in_flight.clone();
                 tokio::spawn(async move {
+                    for mut batch in earlier {
+                        // Resolves when that batch's sender is dropped: it was written.
+                        let _ = batch.changed().await;
+                    }
+                    let traces: Vec<String> = items.iter().map(|(t, _, _)| t.clone()).collect();
                     write_batch(store, items).await;
+                    in_flight.leave(&traces, &written);
                     drop(writer);
                 });
             }
@@ -94,14 +103,25 @@ impl Settler {
         // Flushes the deferred changes all at once, so they fill whole batches; ends with the
         // settler (it holds no sender of its own).
         let (due, sink) = (deferred.clone(), queue.downgrade());
+        // Each is queued under the lock a verdict takes to find its RUNNING, so a verdict
+        // either folds its RUNNING in or is queued after it, never before: a RUNNING written
+        // after its own verdict would be refused and send its batch the long way. What the
+        // queue has no room for stays deferred until the next flush.
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(deferral).await;
                 let Some(sink) = sink.upgrade() else { return };
-                let waiting: Vec<_> = due.lock().expect("deferred lock").drain().collect();
-                for (trace, (t, reply)) in waiting {
-                    if sink.send((trace, t, reply)).await.is_err() {
-                        return;
+                let mut deferred = due.lock().expect("deferred lock");
+                let traces: Vec<String> = deferred.keys().cloned().collect();
+                for trace in traces {
+                    let (t, reply) = deferred.remove(&trace).expect("listed under the lock");
+                    match sink.try_send((trace, t, reply)) {
+                        Ok(()) => {}
+                        Err(mpsc::error::TrySendError::Full((trace, t, reply))) => {
+                            deferred.insert(trace, (t, reply));
+                            break;
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => return,
                     }
                 }
             }
@@ -164,14 +184,64 @@ impl Settler {
 
     /// Applies `t`, a PENDING → RUNNING change after a call went out, at the next flush of
     /// the deferred changes: if the row's result comes first, both are written as one update.
-    pub async fn started(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
+    /// The change is deferred when this is called, not when the answer is awaited, so a
+    /// caller that awaits it in a task of its own cannot have it arrive after its verdict:
+    /// a RUNNING written after the verdict would be refused, and take its batch the long way.
+    pub fn started(
+        &self,
+        trace_id: &str,
+        t: Transition,
+    ) -> impl Future<Output = Result<Applied, WriterStopped>> + use<> {
         let (reply, answer) = oneshot::channel();
         self.deferred
             .lock()
             .expect("deferred lock")
             .insert(trace_id.to_string(), (t, reply));
-        answer.await.map_err(|_| WriterStopped)
+        async move { answer.await.map_err(|_| WriterStopped) }
     }
+}
+
+/// The rows of the batches being written, each with the batch that writes it. A change of a
+/// row whose earlier change is in a batch still being written waits for that batch: written
+/// side by side, the later one could commit first (a verdict before its flushed RUNNING), and
+/// the earlier would then find its row moved, which rolls its whole batch back to be judged
+/// row by row (`ExecutionStore::transitions`). Batches of other rows never wait.
+#[derive(Clone, Default)]
+struct InFlight(Arc<Mutex<HashMap<String, watch::Receiver<()>>>>);
+
+impl InFlight {
+    /// Registers a batch of `items`: the handle that marks it written when dropped, and the
+    /// batches in flight it must wait for.
+    fn enter(&self, items: &[(String, Transition, Reply)]) -> (Written, Vec<watch::Receiver<()>>) {
+        let (done, rx) = watch::channel(());
+        let mut rows = self.0.lock().expect("in-flight lock");
+        let mut earlier: Vec<watch::Receiver<()>> = Vec::new();
+        for (trace, _, _) in items {
+            if let Some(before) = rows.insert(trace.clone(), rx.clone())
+                && !before.same_channel(&rx)
+                && !earlier.iter().any(|e| e.same_channel(&before))
+            {
+                earlier.push(before);
+            }
+        }
+        (Written { _done: done, rx }, earlier)
+    }
+
+    /// Forgets the rows of a written batch, unless a later batch took them over.
+    fn leave(&self, traces: &[String], written: &Written) {
+        let mut rows = self.0.lock().expect("in-flight lock");
+        for trace in traces {
+            if rows.get(trace).is_some_and(|b| b.same_channel(&written.rx)) {
+                rows.remove(trace);
+            }
+        }
+    }
+}
+
+/// A batch in flight; dropping it tells the batches waiting for it to go.
+struct Written {
+    _done: watch::Sender<()>,
+    rx: watch::Receiver<()>,
 }
 
 /// Writes one batch, again and again until the database takes it, and answers every caller
@@ -267,6 +337,8 @@ mod tests {
         batches: Mutex<Vec<Vec<(String, Transition)>>>,
         failures: AtomicUsize,
         poison: Mutex<Vec<String>>,
+        /// A batch holding one of these rows takes this long to write (once).
+        slow: Mutex<HashMap<String, Duration>>,
     }
 
     #[async_trait]
@@ -278,6 +350,12 @@ mod tests {
             if self.failures.load(Ordering::SeqCst) > 0 {
                 self.failures.fetch_sub(1, Ordering::SeqCst);
                 return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
+            }
+            let slow = batch
+                .iter()
+                .find_map(|(trace, _)| self.slow.lock().unwrap().remove(trace));
+            if let Some(slow) = slow {
+                tokio::time::sleep(slow).await;
             }
             let poison = self.poison.lock().unwrap().clone();
             if batch.iter().any(|(trace, _)| poison.contains(trace)) {
@@ -382,6 +460,22 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_running_is_deferred_when_asked_for_not_when_its_answer_is_awaited() {
+        let store = Arc::new(Recording::default());
+        let settler = Settler::spawn(store.clone(), DEFERRAL);
+        let start = settler.started("a", started());
+        assert!(settler.settle("a", success()).await.unwrap().applied());
+        assert!(
+            start.await.unwrap().applied(),
+            "told it applied with the verdict"
+        );
+        let batches = store.batches.lock().unwrap().clone();
+        assert_eq!(batches.len(), 1, "{batches:?}");
+        assert_eq!(batches[0][0].1.to, Success);
+        assert!(batches[0][0].1.start_time.is_some(), "the start folded in");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_running_alone_is_written_within_the_deferral() {
         let store = Arc::new(Recording::default());
         let settler = Settler::spawn(store.clone(), DEFERRAL);
@@ -462,6 +556,47 @@ mod tests {
             .map(|(_, t)| t.to)
             .collect();
         assert_eq!(written, [Running, ExecutionStatus::Cancelled]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_of_a_row_waits_for_the_batch_still_writing_its_earlier_change() {
+        let store = Arc::new(Recording::default());
+        let settler = Arc::new(Settler::spawn(store.clone(), DEFERRAL));
+        store
+            .slow
+            .lock()
+            .unwrap()
+            .insert("a".into(), Duration::from_secs(1));
+        let s = settler.clone();
+        let first = tokio::spawn(async move { s.write("a", started()).await });
+        // Each change taken by the writer as a batch of its own.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let s = settler.clone();
+        let second = tokio::spawn(async move { s.write("a", success()).await });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(settler.write("b", success()).await.unwrap().applied());
+        assert!(
+            !first.is_finished(),
+            "b was not held back by a's slow batch"
+        );
+        assert!(first.await.unwrap().unwrap().applied());
+        assert!(second.await.unwrap().unwrap().applied());
+        let written: Vec<(String, ExecutionStatus)> = store
+            .batches
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .map(|(trace, t)| (trace.clone(), t.to))
+            .collect();
+        assert_eq!(
+            written,
+            [
+                ("b".to_string(), Success),
+                ("a".to_string(), Running),
+                ("a".to_string(), Success)
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -472,7 +472,9 @@ async fn transition_once(db: &Db, trace_id: &str, t: &Transition) -> Result<Appl
 ///
 /// Nearly every batch is a writer's results and starts, each for a row nobody else touched
 /// since: such a batch is set in one guarded statement per chunk, each row changed only if it
-/// is still as its first change expects, and it applied whole when every row matched. Only
+/// is still as its first change expects, and it applied whole when every row matched (but
+/// for a change that starts from none of the states the changes before it leave its row in,
+/// such as a RUNNING queued after its own verdict: refused without a look at the row). Only
 /// when some row did not (a cancel, a compensation or another instance got there first) is
 /// the batch rolled back and judged row by row: every row read under its lock, each change
 /// decided in order as if applied one by one, the winners set. The guarded statement spares
@@ -488,22 +490,28 @@ async fn transitions_once(
         .collect();
     jobs.sort_unstable();
     jobs.dedup();
-    if let Some(moves) = chained_moves(batch) {
+    if let Some(chained) = chained_moves(batch) {
         let mut tx = db.begin().await?;
         lock_job_rows(&mut tx, &jobs).await?;
         let mut matched = 0;
-        let moves: Vec<&(String, Transition)> = moves.iter().collect();
+        let moves: Vec<&(String, Transition)> = chained.moves.iter().collect();
         for chunk in moves.chunks(MULTI_ROW / 2) {
             matched += tx.execute(set_many(tx.backend(), chunk, true)).await?;
         }
         if matched == moves.len() as u64 {
-            let mut applied = vec![Applied::yes(); batch.len()];
+            let mut applied: Vec<Applied> = chained
+                .refused
+                .iter()
+                .map(|&r| if r { Applied::No } else { Applied::yes() })
+                .collect();
             let all: Vec<&(String, Transition)> = batch.iter().collect();
             follow_up(&mut tx, &all, &mut applied).await?;
             tx.commit().await?;
             return Ok(applied);
         }
         tx.rollback().await?;
+        metrics::counter!("scheduler_result_batch_rejudged_total").increment(1);
+        tracing::debug!(matched, moves = moves.len(), "guarded batch rolled back");
     }
     judged_one_by_one(db, batch, &jobs).await
 }
@@ -551,6 +559,12 @@ async fn judged_one_by_one(
             }
             _ => false,
         };
+        if !wins {
+            let row = current.get(trace.as_str());
+            tracing::debug!(trace_id = %trace, to = ?t.to, from = ?t.from, held_by = ?t.held_by,
+                status = ?row.map(|r| &r.status), holder = ?row.map(|r| &r.holder),
+                due = ?row.map(|r| r.due), "change refused");
+        }
         applied.push(if wins { Applied::yes() } else { Applied::No });
         if wins {
             winners.push(item);

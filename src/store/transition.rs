@@ -147,32 +147,63 @@ pub fn fold_moves(winners: &[&(String, Transition)]) -> Vec<(String, Transition)
     order
 }
 
+/// A batch's changes as one guarded move per row ([`chained_moves`]).
+#[derive(Debug)]
+pub struct Chained {
+    pub moves: Vec<(String, Transition)>,
+    /// Per change of the batch, in order: whether it is refused for certain once the changes
+    /// before it in the batch applied (it starts from none of the states they leave the row
+    /// in: a RUNNING queued after its own verdict).
+    pub refused: Vec<bool>,
+}
+
 /// The moves of `batch` folded into one per row ([`fold_moves`]), each guarded by its row's
-/// first change (its `from` states and lease), when applying that first change means the
-/// rest of the row's changes apply too: each later change starts from the state the one
-/// before it leaves and names no lease. `None` for a batch where some later change could
-/// lose, which only the row-by-row judgement decides.
-pub fn chained_moves(batch: &[(String, Transition)]) -> Option<Vec<(String, Transition)>> {
+/// first change (its `from` states and lease), when applying that first change decides the
+/// rest of the row's changes too: each later change either starts from the state the one
+/// before it leaves and names no lease or the lease the row is then known to be held under
+/// (it applies: a verdict after its own RUNNING), or starts from none of the states it may
+/// be in (it is refused, whatever the row's lease). `None` for a batch where some later
+/// change could go either way, which only the row-by-row judgement decides.
+pub fn chained_moves(batch: &[(String, Transition)]) -> Option<Chained> {
     let mut last: HashMap<&str, ExecutionStatus> = HashMap::with_capacity(batch.len());
     let mut lease: HashMap<&str, &Option<(String, DateTime<Utc>)>> =
         HashMap::with_capacity(batch.len());
-    for (trace, t) in batch {
-        match last.insert(trace.as_str(), t.to) {
-            Some(before) if t.held_by.is_some() || !t.from.contains(&before) => return None,
-            Some(_) => {}
+    // The lease a row is known to be held under once the changes before applied: the one its
+    // first change is guarded by, or the one a change handed it to; `None` when unknown.
+    let mut known: HashMap<&str, Option<&(String, DateTime<Utc>)>> =
+        HashMap::with_capacity(batch.len());
+    let mut refused = vec![false; batch.len()];
+    for (i, (trace, t)) in batch.iter().enumerate() {
+        let trace = trace.as_str();
+        match last.get(trace) {
+            Some(before) if !t.from.contains(before) => refused[i] = true,
+            Some(_) if t.held_by.is_some() && known[trace] != t.held_by.as_ref() => return None,
+            Some(_) => {
+                last.insert(trace, t.to);
+                if let Some(to) = &t.hand_to {
+                    known.insert(trace, Some(to));
+                }
+            }
             None => {
-                lease.insert(trace.as_str(), &t.held_by);
+                last.insert(trace, t.to);
+                lease.insert(trace, &t.held_by);
+                known.insert(trace, t.hand_to.as_ref().or(t.held_by.as_ref()));
             }
         }
     }
     // The fold keeps each row's first `from` and drops leases: the first change's lease (the
-    // only one a row's changes may name here) is put back as the row's guard.
-    let all: Vec<&(String, Transition)> = batch.iter().collect();
-    let mut moves = fold_moves(&all);
+    // only one a row's applied changes may name here) is put back as the row's guard.
+    let kept: Vec<&(String, Transition)> = batch
+        .iter()
+        .zip(&refused)
+        .filter(|(_, r)| !**r)
+        .map(|(item, _)| item)
+        .collect();
+    let mut moves = fold_moves(&kept);
     for (trace, t) in &mut moves {
         t.held_by = lease[trace.as_str()].clone();
     }
-    Some(moves)
+    Some(Chained { moves, refused })
 }
 
 #[cfg(test)]
@@ -227,7 +258,9 @@ mod tests {
             ("b".to_string(), result(&[Pending, Running])),
             ("a".to_string(), result(&[Running])),
         ];
-        let moves = chained_moves(&batch).expect("every later change follows the one before");
+        let chained = chained_moves(&batch).expect("every later change follows the one before");
+        assert_eq!(chained.refused, [false, false, false]);
+        let moves = chained.moves;
         assert_eq!(moves.len(), 2);
         let (trace, a) = &moves[0];
         assert_eq!((trace.as_str(), a.to), ("a", Success));
@@ -243,14 +276,87 @@ mod tests {
     }
 
     #[test]
+    fn a_later_change_from_none_of_the_states_the_row_is_left_in_is_refused_in_the_batch() {
+        let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let lease = ("10.0.0.1:8080".to_string(), at);
+        // A RUNNING queued after its own verdict, and a second result.
+        let start = Transition {
+            held_by: Some(lease.clone()),
+            ..Transition::started("127.0.0.1:9001".into(), at)
+        };
+        let batch = vec![
+            (
+                "a".to_string(),
+                Transition {
+                    held_by: Some(lease.clone()),
+                    ..result(&[Pending, Running])
+                },
+            ),
+            ("b".to_string(), result(&[Running])),
+            ("a".to_string(), start),
+            ("b".to_string(), result(&[Running])),
+        ];
+        let chained = chained_moves(&batch).expect("decided by each row's first change");
+        assert_eq!(chained.refused, [false, false, true, true]);
+        let moves: Vec<_> = chained
+            .moves
+            .iter()
+            .map(|(trace, t)| (trace.as_str(), t.to, t.held_by.clone()))
+            .collect();
+        assert_eq!(
+            moves,
+            [
+                ("a", Success, Some(lease)),
+                ("b", Success, None::<(String, _)>)
+            ]
+        );
+        assert_eq!(
+            chained.moves[0].1.executor_instance, None,
+            "nothing of the start"
+        );
+    }
+
+    #[test]
+    fn a_verdict_under_the_lease_its_running_was_guarded_by_follows_it_in_the_batch() {
+        let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let lease = ("10.0.0.1:8080".to_string(), at);
+        let start = Transition {
+            held_by: Some(lease.clone()),
+            ..Transition::started("127.0.0.1:9001".into(), at)
+        };
+        let verdict = Transition {
+            held_by: Some(lease.clone()),
+            ..result(&[Pending, Running])
+        };
+        let batch = vec![("a".to_string(), start), ("a".to_string(), verdict)];
+        let chained = chained_moves(&batch).expect("the same lease, checked by the start");
+        assert_eq!(chained.refused, [false, false]);
+        let (_, a) = &chained.moves[0];
+        assert_eq!(
+            (a.to, a.from, a.held_by.clone()),
+            (Success, &[Pending][..], Some(lease))
+        );
+        // Under another lease, or under one while the first change named none: not known.
+        let other = ("10.0.0.2:8080".to_string(), at);
+        let moved = vec![
+            (
+                "a".to_string(),
+                Transition::started("127.0.0.1:9001".into(), at),
+            ),
+            (
+                "a".to_string(),
+                Transition {
+                    held_by: Some(other),
+                    ..result(&[Running])
+                },
+            ),
+        ];
+        assert!(chained_moves(&moved).is_none());
+    }
+
+    #[test]
     fn a_later_change_that_could_lose_leaves_the_batch_to_be_judged_row_by_row() {
         let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
-        // A second result: it starts from a state the first leaves behind.
-        let twice = vec![
-            ("a".to_string(), result(&[Running])),
-            ("a".to_string(), result(&[Running])),
-        ];
-        assert!(chained_moves(&twice).is_none());
         // A later change under a lease: whether it holds depends on the row, not the batch.
         let leased = vec![
             ("a".to_string(), Transition::to(&[Pending], Running)),

@@ -502,6 +502,32 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         [true, false, true],
         "the row that has ended does not start again"
     );
+    // A RUNNING queued after its own row's verdict, in the same batch: the verdict applies
+    // under its lease, the RUNNING is refused, and the row keeps the verdict's values.
+    let rows: Vec<NewExecution> = (0..2)
+        .map(|i| row(&format!("guards-{i}"), fire + Duration::minutes(45), 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let verdict = Transition {
+        held_by: held(rows[0].due_time),
+        finish_time: Some(fire + Duration::seconds(3)),
+        ..Transition::to(&[Pending, Running], Success)
+    };
+    let batch = vec![
+        (rows[0].trace_id.clone(), verdict),
+        (rows[1].trace_id.clone(), start(None)),
+        (rows[0].trace_id.clone(), start(held(rows[0].due_time))),
+    ];
+    let applied = s.transitions(&batch).await.unwrap();
+    assert_eq!(winners(&applied), [true, true, false]);
+    let ended = s.get_execution(&rows[0].trace_id).await.unwrap().unwrap();
+    assert_eq!(ended.status, Success);
+    assert_eq!(
+        ended.executor_instance, None,
+        "nothing of the refused RUNNING"
+    );
+    let started = s.get_execution(&rows[1].trace_id).await.unwrap().unwrap();
+    assert_eq!(started.status, Running);
     // A row that is not there, beside results for rows that are: several `from` states, a
     // lease, no lease.
     let rows: Vec<NewExecution> = (0..3)
