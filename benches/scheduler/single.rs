@@ -6,9 +6,9 @@ use chrono::{DateTime, SubsecRound, Timelike, Utc};
 
 use crate::Args;
 use crate::support::{
-    Database, DelayStats, Jobflow, SDK_SECRET, create_jobs, database_pid, log_table_bytes,
-    metric_sum, own_cpu, percentile, proc_usage, read_api_until, record, record_precision,
-    recorder, sdk_recorder, server_counters,
+    Database, DelayStats, Jobflow, SDK_SECRET, api_reads_line, create_jobs, database_pid,
+    log_table_bytes, metric_sum, own_cpu, percentile, proc_usage, read_api_until, record,
+    record_precision, recorder, sdk_recorder, server_counters,
 };
 
 /// CPU seconds of JobFlow, the database server and the benchmark process (the executor).
@@ -159,13 +159,7 @@ pub async fn precision(a: &Args) {
         );
     }
     let reads = reads.await.unwrap();
-    println!(
-        "API reads during the window: {}, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        reads.len(),
-        percentile(&reads, 0.5),
-        percentile(&reads, 0.99),
-        reads.last().copied().unwrap_or(f64::NAN),
-    );
+    println!("{}", api_reads_line(&reads));
     record_precision(
         a,
         "JobFlow",

@@ -304,18 +304,30 @@ impl Drop for Jobflow {
     }
 }
 
+/// The paths the operator of [`read_api_until`] reads, in turn.
+pub const API_READS: [&str; 3] = [
+    "/api/v1/jobs/bench-000001",
+    "/api/v1/jobs/bench-000002/executions?page=0&size=20",
+    "/api/v1/jobs?page=0&size=20",
+];
+
+/// One answer of [`read_api_until`]: which path of [`API_READS`], how far into its second
+/// the request was sent (ms), and how long the answer took (ms).
+#[derive(Debug, Clone, Copy)]
+pub struct ApiRead {
+    pub path: usize,
+    pub sent_ms: u32,
+    pub took_ms: f64,
+}
+
 /// An operator reading the API while a run goes on: a job, its executions, the job list, one
-/// after the other every 50 ms until `stop`; the latency of each answer in milliseconds.
-pub async fn read_api_until(api: String, stop: DateTime<Utc>) -> Vec<f64> {
+/// after the other every 50 ms until `stop`; every answer, slowest last.
+pub async fn read_api_until(api: String, stop: DateTime<Utc>) -> Vec<ApiRead> {
     let client = reqwest::Client::new();
-    let paths = [
-        "/api/v1/jobs/bench-000001",
-        "/api/v1/jobs/bench-000002/executions?page=0&size=20",
-        "/api/v1/jobs?page=0&size=20",
-    ];
     let mut took = Vec::new();
-    for path in paths.iter().cycle() {
-        if Utc::now() >= stop {
+    for (i, path) in API_READS.iter().enumerate().cycle() {
+        let sent = Utc::now();
+        if sent >= stop {
             break;
         }
         let start = Instant::now();
@@ -325,11 +337,50 @@ pub async fn read_api_until(api: String, stop: DateTime<Utc>) -> Vec<f64> {
             .await
             .is_ok_and(|r| r.status().is_success());
         assert!(ok, "GET {path} failed during the run");
-        took.push(start.elapsed().as_secs_f64() * 1000.0);
+        took.push(ApiRead {
+            path: i,
+            sent_ms: sent.timestamp_subsec_millis(),
+            took_ms: start.elapsed().as_secs_f64() * 1000.0,
+        });
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    took.sort_by(f64::total_cmp);
+    took.sort_by(|a, b| a.took_ms.total_cmp(&b.took_ms));
     took
+}
+
+/// The line the benchmark prints for the reads of [`read_api_until`]: all of them, each path,
+/// and the slowest five with when in their second they were sent.
+pub fn api_reads_line(reads: &[ApiRead]) -> String {
+    let summary = |v: Vec<f64>| {
+        format!(
+            "{}, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            v.len(),
+            percentile(&v, 0.5),
+            percentile(&v, 0.99),
+            v.last().copied().unwrap_or(f64::NAN)
+        )
+    };
+    let mut line = format!(
+        "API reads during the window: {}",
+        summary(reads.iter().map(|r| r.took_ms).collect())
+    );
+    for (i, path) in API_READS.iter().enumerate() {
+        let of_path = reads.iter().filter(|r| r.path == i).map(|r| r.took_ms);
+        line.push_str(&format!("\n  {path}: {}", summary(of_path.collect())));
+    }
+    let slowest: Vec<String> = reads
+        .iter()
+        .rev()
+        .take(5)
+        .map(|r| {
+            format!(
+                "{:.0} ms (path {}, sent at +{} ms)",
+                r.took_ms, r.path, r.sent_ms
+            )
+        })
+        .collect();
+    line.push_str(&format!("\n  slowest: {}", slowest.join(", ")));
+    line
 }
 
 /// Creates `n` jobs named `bench-000000`… through the API, 16 requests at a time. `cron` may
