@@ -90,9 +90,8 @@ impl Settler {
                         // Resolves when that batch's sender is dropped: it was written.
                         let _ = batch.changed().await;
                     }
-                    let traces: Vec<String> = items.iter().map(|(t, _, _)| t.clone()).collect();
                     write_batch(store, items).await;
-                    in_flight.leave(&traces, &written);
+                    in_flight.leave(&written);
                     drop(writer);
                 });
             }
@@ -112,13 +111,13 @@ impl Settler {
                 tokio::time::sleep(deferral).await;
                 let Some(sink) = sink.upgrade() else { return };
                 let mut deferred = due.lock().expect("deferred lock");
-                let traces: Vec<String> = deferred.keys().cloned().collect();
-                for trace in traces {
-                    let (t, reply) = deferred.remove(&trace).expect("listed under the lock");
+                let mut waiting = std::mem::take(&mut *deferred).into_iter();
+                while let Some((trace, (t, reply))) = waiting.next() {
                     match sink.try_send((trace, t, reply)) {
                         Ok(()) => {}
                         Err(mpsc::error::TrySendError::Full((trace, t, reply))) => {
                             deferred.insert(trace, (t, reply));
+                            deferred.extend(waiting);
                             break;
                         }
                         Err(mpsc::error::TrySendError::Closed(_)) => return,
@@ -227,14 +226,11 @@ impl InFlight {
         (Written { _done: done, rx }, earlier)
     }
 
-    /// Forgets the rows of a written batch, unless a later batch took them over.
-    fn leave(&self, traces: &[String], written: &Written) {
+    /// Forgets the rows of a written batch, but those a later batch took over (the map holds
+    /// the rows of at most [`CONCURRENT_BATCHES`] batches).
+    fn leave(&self, written: &Written) {
         let mut rows = self.0.lock().expect("in-flight lock");
-        for trace in traces {
-            if rows.get(trace).is_some_and(|b| b.same_channel(&written.rx)) {
-                rows.remove(trace);
-            }
-        }
+        rows.retain(|_, batch| !batch.same_channel(&written.rx));
     }
 }
 

@@ -165,34 +165,38 @@ pub struct Chained {
 /// be in (it is refused, whatever the row's lease). `None` for a batch where some later
 /// change could go either way, which only the row-by-row judgement decides.
 pub fn chained_moves(batch: &[(String, Transition)]) -> Option<Chained> {
-    let mut last: HashMap<&str, ExecutionStatus> = HashMap::with_capacity(batch.len());
-    let mut lease: HashMap<&str, &Option<(String, DateTime<Utc>)>> =
-        HashMap::with_capacity(batch.len());
-    // The lease a row is known to be held under once the changes before applied: the one its
-    // first change is guarded by, or the one a change handed it to; `None` when unknown.
-    let mut known: HashMap<&str, Option<&(String, DateTime<Utc>)>> =
-        HashMap::with_capacity(batch.len());
+    type Lease = (String, DateTime<Utc>);
+    /// A row as the batch's changes so far leave it, once its first change applied.
+    struct Row<'a> {
+        status: ExecutionStatus,
+        /// Its first change's lease: the guard of the row's move.
+        guard: &'a Option<Lease>,
+        /// The lease it is then known to be held under (the guard, or the one a change
+        /// handed it to); `None` when unknown.
+        held: Option<&'a Lease>,
+    }
+    let mut rows: HashMap<&str, Row> = HashMap::with_capacity(batch.len());
     let mut refused = vec![false; batch.len()];
     for (i, (trace, t)) in batch.iter().enumerate() {
-        let trace = trace.as_str();
-        match last.get(trace) {
-            Some(before) if !t.from.contains(before) => refused[i] = true,
-            Some(_) if t.held_by.is_some() && known[trace] != t.held_by.as_ref() => return None,
-            Some(_) => {
-                last.insert(trace, t.to);
-                if let Some(to) = &t.hand_to {
-                    known.insert(trace, Some(to));
-                }
+        match rows.get_mut(trace.as_str()) {
+            Some(row) if !t.from.contains(&row.status) => refused[i] = true,
+            Some(row) if t.held_by.is_some() && row.held != t.held_by.as_ref() => return None,
+            Some(row) => {
+                row.status = t.to;
+                row.held = t.hand_to.as_ref().or(row.held);
             }
             None => {
-                last.insert(trace, t.to);
-                lease.insert(trace, &t.held_by);
-                known.insert(trace, t.hand_to.as_ref().or(t.held_by.as_ref()));
+                let row = Row {
+                    status: t.to,
+                    guard: &t.held_by,
+                    held: t.hand_to.as_ref().or(t.held_by.as_ref()),
+                };
+                rows.insert(trace.as_str(), row);
             }
         }
     }
-    // The fold keeps each row's first `from` and drops leases: the first change's lease (the
-    // only one a row's applied changes may name here) is put back as the row's guard.
+    // The fold keeps each row's first `from` and drops leases: the first change's lease is
+    // put back as the row's guard.
     let kept: Vec<&(String, Transition)> = batch
         .iter()
         .zip(&refused)
@@ -201,7 +205,7 @@ pub fn chained_moves(batch: &[(String, Transition)]) -> Option<Chained> {
         .collect();
     let mut moves = fold_moves(&kept);
     for (trace, t) in &mut moves {
-        t.held_by = lease[trace.as_str()].clone();
+        t.held_by = rows[trace.as_str()].guard.clone();
     }
     Some(Chained { moves, refused })
 }
