@@ -397,7 +397,8 @@ async fn record_unclaimed(
 /// that must wait for it ([`FireClaim::fixed_delay`]); `None` for every other fire. The jobs'
 /// rows are locked first, so two schedulers that both believe they own a job (a membership
 /// change seen at different moments) record its fires one after the other, and the second
-/// sees the first. Costs nothing for a batch without such fires.
+/// sees the first. Of a job's fires in one batch only the first can be recorded: every later
+/// one waits for it, which has not even begun. Costs nothing for a batch without such fires.
 async fn fixed_delays_behind(
     tx: &mut Tx,
     fires: &[FireRecord],
@@ -417,6 +418,8 @@ async fn fixed_delays_behind(
     // Plain reads after the lock: the transaction's snapshot starts at the first of them,
     // after every fire recorded under the lock before it was granted.
     lock_job_rows(tx, &jobs).await?;
+    // Each job's fire this batch records (judged so far).
+    let mut first: HashMap<&str, DateTime<Utc>> = HashMap::new();
     for (fire, slot) in fires.iter().zip(behind.iter_mut()) {
         let Some((claim, interval)) = fire
             .claim
@@ -425,43 +428,64 @@ async fn fixed_delays_behind(
         else {
             continue;
         };
-        let mut q = Sql::new("SELECT fire_time FROM job_fire WHERE job_name = ");
-        q.bind(claim.job_name.as_str())
-            .push(" ORDER BY fire_time DESC LIMIT 1");
-        let Some(latest) = tx
-            .fetch_all(q)
-            .await?
-            .first()
-            .map(|r| r.at(0))
-            .transpose()?
-        else {
-            continue;
-        };
-        let latest: DateTime<Utc> = latest;
-        if latest >= claim.fire_time {
-            // The same instant is the claim's own conflict (already fired); a later one
-            // means this fire's time has passed.
-            if latest > claim.fire_time {
-                *slot = Some(latest);
+        match first.get(claim.job_name.as_str()) {
+            // The same instant twice is the claim's own conflict.
+            Some(&earlier) if earlier == claim.fire_time => continue,
+            Some(&earlier) => {
+                *slot = Some(earlier);
+                continue;
             }
-            continue;
+            None => {}
         }
-        let mut q = Sql::new("SELECT status, finish_time FROM job_execution WHERE ");
-        push_fire_range(&mut q, &scheduled_fire_key(&claim.job_name, latest));
-        // The end as `fire_ends` reads it for the engine (`fold_end`), so both derive the
-        // same instant.
-        let mut fire = (true, None);
-        for row in tx.fetch_all(q).await? {
-            let status: String = row.at(0)?;
-            fold_end(&mut fire, &status, row.at(1)?);
-        }
-        let (ended, end) = fire;
-        let due = delay_restart(end.unwrap_or(latest), interval);
-        if !ended || due.is_none_or(|due| claim.fire_time < due) {
-            *slot = Some(latest);
+        match behind_its_latest(tx, claim, interval).await? {
+            Some(latest) => *slot = Some(latest),
+            None => {
+                first.insert(claim.job_name.as_str(), claim.fire_time);
+            }
         }
     }
     Ok(behind)
+}
+
+/// The instant of the latest fire `claim`'s `FIXED_DELAY` job has in the database when the
+/// claim must wait for it: that fire has not ended `interval` seconds before the claim's
+/// instant, or it is later than the claim. `None`: the claim may be recorded.
+async fn behind_its_latest(
+    tx: &mut Tx,
+    claim: &FireClaim,
+    interval: u32,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let mut q = Sql::new("SELECT fire_time FROM job_fire WHERE job_name = ");
+    q.bind(claim.job_name.as_str())
+        .push(" ORDER BY fire_time DESC LIMIT 1");
+    let Some(latest) = tx
+        .fetch_all(q)
+        .await?
+        .first()
+        .map(|r| r.at(0))
+        .transpose()?
+    else {
+        return Ok(None);
+    };
+    let latest: DateTime<Utc> = latest;
+    if latest >= claim.fire_time {
+        // The same instant is the claim's own conflict (already fired); a later one means
+        // this fire's time has passed.
+        return Ok((latest > claim.fire_time).then_some(latest));
+    }
+    let mut q = Sql::new("SELECT status, finish_time FROM job_execution WHERE ");
+    push_fire_range(&mut q, &scheduled_fire_key(&claim.job_name, latest));
+    // The end as `fire_ends` reads it for the engine (`fold_end`), so both derive the same
+    // instant.
+    let mut fire = (true, None);
+    for row in tx.fetch_all(q).await? {
+        let status: String = row.at(0)?;
+        fold_end(&mut fire, &status, row.at(1)?);
+    }
+    let (ended, end) = fire;
+    let due = delay_restart(end.unwrap_or(latest), interval);
+    let waits = !ended || due.is_none_or(|due| claim.fire_time < due);
+    Ok(waits.then_some(latest))
 }
 
 /// Inserts fire claims with multi-row statements; a claim taken already fails the statement

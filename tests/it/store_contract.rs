@@ -1996,10 +1996,11 @@ async fn a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_
         record(vec![fire("delay", secs(3), "b:1")]).await.0,
         ["behind 0"]
     );
-    assert_eq!(
-        record(vec![fire("delay", secs(4), "b:1")]).await.0,
-        ["recorded 1"]
-    );
+    let (kinds, fourth) = record(vec![fire("delay", secs(4), "b:1")]).await;
+    assert_eq!(kinds, ["recorded 1"]);
+    let FireOutcome::Recorded(fourth) = &fourth[0] else {
+        unreachable!()
+    };
     // A scheduler still waiting on the first fire computes an earlier instant: refused, the
     // later fire named.
     assert_eq!(
@@ -2026,6 +2027,51 @@ async fn a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_
         .await
         .0,
         ["already fired", "behind 4", "recorded 1"]
+    );
+    // Several of the job's instants in one batch (owed back at once after the database was
+    // cut): the fire at +4 ended at +5.5, so +8 may be recorded, and every later one of the
+    // batch waits for it, not yet begun; the same instant twice is a duplicate. A batch
+    // redone fire by fire (another fire of it was recorded elsewhere) judges alike.
+    let ended = Transition {
+        finish_time: Some(at + Duration::milliseconds(5_500)),
+        ..ended
+    };
+    assert!(
+        s.transition(&fourth[0].trace_id, &ended)
+            .await
+            .unwrap()
+            .applied()
+    );
+    let (kinds, batch) = record(vec![
+        fire("other", secs(11), "b:1"),
+        fire("delay", secs(8), "b:1"),
+        fire("delay", secs(9), "b:1"),
+        fire("delay", secs(10), "b:1"),
+    ])
+    .await;
+    assert_eq!(kinds, ["recorded 1", "recorded 1", "behind 8", "behind 8"]);
+    let FireOutcome::Recorded(eighth) = &batch[1] else {
+        unreachable!()
+    };
+    let ended = Transition {
+        finish_time: Some(at + Duration::milliseconds(8_100)),
+        ..ended
+    };
+    assert!(
+        s.transition(&eighth[0].trace_id, &ended)
+            .await
+            .unwrap()
+            .applied()
+    );
+    assert_eq!(
+        record(vec![
+            fire("other", secs(11), "a:1"),
+            fire("delay", secs(11), "a:1"),
+            fire("delay", secs(12), "a:1"),
+        ])
+        .await
+        .0,
+        ["already fired", "recorded 1", "behind 11"]
     );
 }
 

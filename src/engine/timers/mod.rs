@@ -24,10 +24,14 @@
 //! the second, plus the interval, under the same misfire rules (of several owed at once, the
 //! latest fires). A job gained while its last recorded fire may still run waits for that
 //! fire alike; an edit while it waits changes the interval of the next wait, not the wait.
+//! A fire owed back for a `FIXED_DELAY` job this schedule no longer holds (it moved while the
+//! fire was being recorded) is owed nothing here ([`owed_from`]): the owner waits for the
+//! job's latest fire and fires its interval after that fire's end.
 //! The store has the last word: it records a `FIXED_DELAY` fire only when the job's latest
-//! fire has ended its interval before, and a fire it refuses sends the job back to waiting for
-//! that latest fire ([`FireSchedule::behind`]), so two schedulers that both think they own the
-//! job for a moment still put one fire out at a time.
+//! fire (in the database or earlier in the same batch) has ended its interval before, and a
+//! fire it refuses sends the job back to waiting for that latest fire
+//! ([`FireSchedule::behind`]), so two schedulers that both think they own the job for a
+//! moment still put one fire out at a time.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -443,7 +447,10 @@ impl FireSchedule {
 }
 
 /// The fires owed for `job`'s instants from `from` up to `now` under the misfire rules, for a
-/// job this schedule does not hold (see `Engine::reload`).
+/// job this schedule does not hold (see `Engine::reload`). None for a `FIXED_DELAY` job: its
+/// next instant follows the end of its latest fire, which only its owner waits for (it gained
+/// the job waiting for the latest fire the database holds), so a fire owed here is the
+/// owner's to make, once.
 pub fn owed_from(
     job: &Arc<JobDefinition>,
     calendars: &Calendars,
@@ -452,6 +459,9 @@ pub fn owed_from(
     rules: MisfireRules,
 ) -> Step {
     let mut step = Step::default();
+    if job.spec.timing.waits_for_the_previous_fire() {
+        return step;
+    }
     let schedule = job.spec.schedule(calendars);
     owed(
         job,

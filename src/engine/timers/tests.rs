@@ -696,6 +696,33 @@ fn a_fixed_delay_job_gained_waits_for_its_previous_owners_last_fire() {
 }
 
 #[test]
+fn a_fixed_delay_job_not_held_here_is_owed_nothing_its_owner_waits_for_its_latest_fire() {
+    // A fire at 38 owed back (the database cut while it was recorded) after its job moved;
+    // the instants 38 to 43 passed within the tolerance. A job on a rate owes each of them;
+    // a fixed delay's owner derives its next fire from the end of its latest, so here none.
+    let owed = |schedule_type: &str| {
+        let job = timed(
+            "j",
+            serde_json::json!({"scheduleType": schedule_type, "intervalSeconds": 1,
+                "startAt": "2024-01-01T00:00:10Z"}),
+            "2024-01-01T00:00:00Z",
+        );
+        let from = t("2024-01-01T00:00:38Z");
+        let step = owed_from(
+            &job,
+            &Calendars::default(),
+            from,
+            from + Duration::milliseconds(5_500),
+            RULES,
+        );
+        assert!(step.skipped.is_empty());
+        step.due.len()
+    };
+    assert_eq!(owed("FIXED_RATE"), 6);
+    assert_eq!(owed("FIXED_DELAY"), 0);
+}
+
+#[test]
 fn a_fixed_delay_fire_the_store_refused_waits_for_the_fire_it_names() {
     let mut s = fired_at_10();
     // The fire at 10 was refused: another scheduler's fire at 8 is the latest, still open.
