@@ -366,28 +366,14 @@ impl Launcher {
         }
     }
 
-    /// The admission's view of a fire: `claimed` is its cron instant, if claimed for one.
+    /// The admission's view of a fire (see [`guarded_fire`]).
     fn guarded(
         &self,
         job: &JobDefinition,
         rows: &[Execution],
         claimed: Option<DateTime<Utc>>,
     ) -> GuardedFire {
-        GuardedFire {
-            job: job.name().to_string(),
-            revision: claimed.map(|_| job.revision),
-            policy: job.spec.overlap_policy,
-            rows: rows.to_vec(),
-            withdrawal: Withdrawal {
-                instance: self.attempts.outcomes.planner.me().to_string(),
-                job: job.name().to_string(),
-                claimed,
-                traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
-            },
-            scheduled: rows
-                .first()
-                .is_some_and(|r| r.trigger_type == TriggerType::Cron && r.retry_count == 0),
-        }
+        guarded_fire(self.attempts.outcomes.planner.me(), job, rows, claimed)
     }
 
     /// Starts an admitted fire. A COVER fire first stops what it covers, in the background:
@@ -548,9 +534,68 @@ async fn stopped_by(attempts: &Attempts, run: &Execution, bound: DateTime<Utc>) 
     }
 }
 
+/// The admission's view of a fire launched under `job` by instance `me`: `claimed` is its
+/// cron instant, if claimed for one. A cron instant's first attempts, claimed or taken over by
+/// compensation, are judged under the definition they are launched with: a change after
+/// their instant (a delete landing between compensation's read of the job and the admission)
+/// does not withdraw a fire that was due before it. Manual runs, children and retries only
+/// need their job to exist.
+fn guarded_fire(
+    me: &str,
+    job: &JobDefinition,
+    rows: &[Execution],
+    claimed: Option<DateTime<Utc>>,
+) -> GuardedFire {
+    let scheduled = rows
+        .first()
+        .is_some_and(|r| r.trigger_type == TriggerType::Cron && r.retry_count == 0);
+    GuardedFire {
+        job: job.name().to_string(),
+        revision: scheduled.then_some(job.revision),
+        policy: job.spec.overlap_policy,
+        rows: rows.to_vec(),
+        withdrawal: Withdrawal {
+            instance: me.to_string(),
+            job: job.name().to_string(),
+            claimed,
+            traces: rows.iter().map(|r| r.trace_id.clone()).collect(),
+        },
+        scheduled,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cron_fire_taken_over_by_compensation_is_judged_under_its_definition() {
+        let job = JobDefinition::stored(
+            serde_json::json!({"name": "j", "serviceName": "s", "handler": "h",
+                "cron": "* * * * * ?", "overlapPolicy": "COVER"}),
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        );
+        let cron = row("abandoned", "a:1", "2026-01-01T00:00:13Z");
+        assert_eq!(cron.trigger_type, TriggerType::Cron);
+        let claimed = Some(cron.fire_time);
+        // Claimed by its instance, or taken over (unclaimed) by compensation: the same.
+        for at in [claimed, None] {
+            let fire = guarded_fire("b:1", &job, std::slice::from_ref(&cron), at);
+            assert_eq!((fire.revision, fire.scheduled), (Some(job.revision), true));
+        }
+        let manual = Execution {
+            trigger_type: TriggerType::Manual,
+            ..cron.clone()
+        };
+        let retry = Execution {
+            retry_count: 1,
+            ..cron
+        };
+        for other in [manual, retry] {
+            let fire = guarded_fire("b:1", &job, &[other], None);
+            assert_eq!((fire.revision, fire.scheduled), (None, false));
+        }
+    }
 
     fn row(trace: &str, holder: &str, due: &str) -> Execution {
         Execution {

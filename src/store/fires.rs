@@ -161,7 +161,12 @@ impl FireStore for SqlStore {
     }
 
     async fn instant_counters(&self) -> Result<InstantCounters, StoreError> {
-        let q = Sql::new("SELECT revision, cancels FROM job_revision WHERE id = 1");
+        // One statement, one snapshot: the two counters are rows of their own (a stalled
+        // job write holds back no cancel) but are read together.
+        let q = Sql::new(
+            "SELECT r.revision, c.cancels FROM job_revision r, cancel_counter c \
+             WHERE r.id = 1 AND c.id = 1",
+        );
         let row = &self.db.fetch_all(q).await?[0];
         Ok(InstantCounters {
             job_revision: row.at(0)?,

@@ -125,7 +125,7 @@ pub(super) async fn record_stopping(
 /// call, and not called.
 pub(super) async fn count_cancels(tx: &mut Tx, n: usize) -> Result<(), StoreError> {
     if n > 0 {
-        let mut q = Sql::new("UPDATE job_revision SET cancels = cancels + ");
+        let mut q = Sql::new("UPDATE cancel_counter SET cancels = cancels + ");
         q.bind(n as i64).push(" WHERE id = 1");
         tx.execute(q).await?;
     }

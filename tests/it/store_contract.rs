@@ -21,7 +21,7 @@ fn records(batch: &[(FireClaim, Vec<NewExecution>)]) -> Vec<FireRecord> {
         .collect()
 }
 
-use crate::helpers::{Backend, TestDb, backend_tests, base_settings};
+use crate::helpers::{Backend, TestDb, backend_tests, base_settings, migrate_until};
 
 backend_tests!(
     one_range_admitted_alone_is_not_judged_against_its_own_fire,
@@ -51,7 +51,8 @@ backend_tests!(
     a_fire_ends_when_its_last_row_is_final_at_that_rows_finish,
     a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_ended,
     a_fire_with_a_range_cancelled_before_its_call_is_withdrawn_whole,
-    a_jobs_lock_is_a_write_to_its_row
+    a_jobs_lock_is_a_write_to_its_row,
+    the_cancel_count_is_kept_across_the_upgrade_that_gave_it_its_own_row
 );
 
 async fn open(backend: Backend) -> (TestDb, std::sync::Arc<dyn store::Store>) {
@@ -2433,4 +2434,67 @@ fn lock_execution(trace: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!(
         "SELECT id FROM job_execution WHERE trace_id = '{trace}' FOR UPDATE"
     ))
+}
+
+/// A release from before the cancel counter had a row of its own kept the count on the job
+/// revision's row; the upgrade carries it over, so a launcher that read it before the upgrade
+/// sees it unmoved after.
+async fn the_cancel_count_is_kept_across_the_upgrade_that_gave_it_its_own_row(backend: Backend) {
+    let db = TestDb::create(backend).await;
+    migrate_until(&db, backend, 20261205000001).await;
+    let bump = "UPDATE job_revision SET revision = 12, cancels = 7 WHERE id = 1";
+    db.execute(bump).await;
+    let s = store::connect(&base_settings(&db.url).database)
+        .await
+        .unwrap();
+    s.migrate().await.unwrap();
+    let counters = s.instant_counters().await.unwrap();
+    assert_eq!((counters.job_revision, counters.cancels), (12, 7));
+}
+
+/// A job write takes the job revision first and holds its row until it commits; a scheduler
+/// paused in the middle of one (the fault campaign's seed 7: SIGSTOP 5 ms after an edit was
+/// sent) held it for 18 s. Cancels, which every COVER admission makes, must not wait for it.
+/// MariaDB only: SQLite has one writer at a time by design.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_write_held_open_holds_back_no_cancel() {
+    use sqlx::Connection;
+    let (db, s) = open(Backend::MySql).await;
+    let at = Utc.with_ymd_and_hms(2024, 5, 1, 8, 0, 0).unwrap();
+    let run = row("j", at, 0, 9);
+    s.record_fire(None, std::slice::from_ref(&run))
+        .await
+        .unwrap();
+    let before = s.instant_counters().await.unwrap();
+    // A job write's first statement, its transaction left open.
+    let mut writer = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let mut stalled = writer.begin().await.unwrap();
+    sqlx::query("UPDATE job_revision SET revision = revision + 1 WHERE id = 1")
+        .execute(&mut *stalled)
+        .await
+        .unwrap();
+    let cancel = Transition {
+        finish_time: Some(at),
+        stopping: Some(at),
+        ..Transition::to(
+            &[ExecutionStatus::Pending, ExecutionStatus::Running],
+            ExecutionStatus::Cancelled,
+        )
+    };
+    // Far below the server's lock wait (50 s): a cancel queued behind the write never
+    // comes back within it.
+    let cancelled = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        s.transition(&run.trace_id, &cancel),
+    )
+    .await
+    .expect("the cancel waited for the job write");
+    assert!(cancelled.unwrap().applied());
+    let after = s.instant_counters().await.unwrap();
+    assert_eq!(after.cancels, before.cancels + 1);
+    assert_eq!(
+        after.job_revision, before.job_revision,
+        "the write is not committed"
+    );
+    stalled.rollback().await.unwrap();
 }
