@@ -173,8 +173,8 @@ impl Outcomes {
             lock_job: job
                 .filter(|j| locks_on_settle(j, retry.is_some()))
                 .map(|j| j.name().to_string()),
-            retry,
-            children,
+            retry: retry.map(Box::new),
+            children: children.map(Box::new),
             ..Transition::to(from, verdict.status)
         };
         match self.settler.settle(&row.trace_id, t).await {

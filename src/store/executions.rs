@@ -366,7 +366,7 @@ async fn follow_up(
         .iter()
         .zip(applied.iter())
         .filter(|(_, a)| a.applied())
-        .filter_map(|((_, t), _)| t.retry.as_ref())
+        .filter_map(|((_, t), _)| t.retry.as_deref())
         .collect();
     let mut inserted = insert_executions(tx, &retries).await?.into_iter();
     for ((_, t), a) in batch.iter().zip(applied.iter_mut()) {

@@ -37,15 +37,16 @@ pub struct Transition {
     pub result_message: Option<String>,
     pub error_message: Option<String>,
     /// Inserted in the same transaction when this transition applies: the retry a failure
-    /// earns is never lost between the failure and its row.
-    pub retry: Option<NewExecution>,
+    /// earns is never lost between the failure and its row. Boxed, as `children` is: rare,
+    /// and a change is moved whole through every future that carries it to the writer.
+    pub retry: Option<Box<NewExecution>>,
     /// The job whose row is locked first, so that this change and the admission of the job's
     /// guarded fires (or the completion of its fires) are decided one after the other: set
     /// for jobs with an overlap policy or child jobs.
     pub lock_job: Option<String>,
     /// For a SUCCESS: the children to insert, in the same transaction, when it completes its
     /// fire (every range of the fire has a SUCCESS) and no child rows of the fire exist yet.
-    pub children: Option<ChildTrigger>,
+    pub children: Option<Box<ChildTrigger>>,
     /// For a cancel asked at this instant: the run may go on at its executor until it
     /// confirms the stop, so it is recorded as *stopping* in the same transaction when this
     /// applies (see [`Stopping`](super::Stopping)).

@@ -803,7 +803,7 @@ async fn a_failure_and_its_retry_are_written_together(backend: Backend) {
     };
     let fail = |r: &NewExecution| Transition {
         error_message: Some("boom".into()),
-        retry: Some(retry_of(r)),
+        retry: Some(Box::new(retry_of(r))),
         ..Transition::to(&[ExecutionStatus::Pending], ExecutionStatus::Failed)
     };
     let batch = s
@@ -966,7 +966,7 @@ async fn children_are_written_once_with_the_success_that_completes_their_fire(ba
     let key = jobflow::jobs::fire_key(&ranges[0].execution_id).to_string();
     let with_children = |plan: &[(u32, u32)]| Transition {
         lock_job: Some("parent".into()),
-        children: Some(child_trigger(&key, plan)),
+        children: Some(Box::new(child_trigger(&key, plan))),
         ..success()
     };
     let first = s
