@@ -3,7 +3,6 @@
 //! once), stop firing, let the calls in flight finish while the API still takes their
 //! reports, then stop serving.
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
 use std::sync::Arc;
@@ -199,16 +198,8 @@ impl Application {
         // The API serves until the calls in flight have drained, so their executors' reports
         // still land; it stops only after them.
         let serving = CancellationToken::new();
-        let stop_serving = serving.clone();
-        let mut server = tokio::spawn(
-            axum::serve(
-                listener,
-                api::router(state.clone())
-                    .into_make_service_with_connect_info::<std::net::SocketAddr>(),
-            )
-            .with_graceful_shutdown(async move { stop_serving.cancelled().await })
-            .into_future(),
-        );
+        let mut server = serve_apart(listener, state.clone(), serving.clone())
+            .context("starting the API's thread")?;
         // A server that ends on its own (it failed) stops the instance too.
         let ended = tokio::select! {
             _ = shutdown.cancelled() => None,
@@ -239,11 +230,48 @@ impl Application {
         };
         let served = match ended {
             Ok(result) => result.context("serving HTTP"),
-            Err(e) => Err(anyhow::anyhow!("the HTTP server task failed: {e}")),
+            Err(_) => Err(anyhow::anyhow!("the HTTP server's thread failed")),
         };
         tracing::info!("JobFlow stopped");
         served
     }
+}
+
+/// Serves the API on a runtime of its own, on its own threads, until `stop`; answers with how
+/// serving ended. At 10,000 fires a second the scheduling runtime's queue holds thousands of
+/// ready attempts at each second's burst, and a request's task queued behind them waited
+/// its turn (API reads p99 73-147 ms, docs/benchmarks.md); on threads of its own the API
+/// gets its share of the cores from the operating system instead. Work an API call starts
+/// (a manual run, a retry) still runs on the scheduling runtime (`dispatch::Tasks`).
+fn serve_apart(
+    listener: TcpListener,
+    state: AppState,
+    stop: CancellationToken,
+) -> anyhow::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
+    let listener = listener.into_std()?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (done, ended) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("jobflow-api".into())
+        .spawn(move || {
+            let served = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .thread_name("jobflow-api")
+                .enable_all()
+                .build()
+                .and_then(|runtime| {
+                    runtime.block_on(async move {
+                        let listener = TcpListener::from_std(listener)?;
+                        let app =
+                            api::router(state).into_make_service_with_connect_info::<SocketAddr>();
+                        axum::serve(listener, app)
+                            .with_graceful_shutdown(stop.cancelled_owned())
+                            .await
+                    })
+                });
+            let _ = done.send(served);
+        })?;
+    Ok(ended)
 }
 
 /// Binds the API's listener, and settles the address this instance is known by (the port

@@ -17,23 +17,28 @@ use crate::clock::Clock;
 pub struct Tasks {
     clock: Clock,
     tracker: TaskTracker,
+    /// The runtime dispatch runs on, whoever asks for the work: the API serves from a
+    /// runtime of its own (see `app`), and a manual run it starts belongs here with the rest.
+    runtime: tokio::runtime::Handle,
     stopping: CancellationToken,
     /// When the drain on shutdown gives up: work due before it is still done.
     deadline: OnceLock<DateTime<Utc>>,
 }
 
 impl Tasks {
+    /// Tasks spawned on the runtime this is called from.
     pub fn new(clock: Clock) -> Self {
         Self {
             clock,
             tracker: TaskTracker::new(),
+            runtime: tokio::runtime::Handle::current(),
             stopping: CancellationToken::new(),
             deadline: OnceLock::new(),
         }
     }
 
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.tracker.spawn(task);
+        self.tracker.spawn_on(task, &self.runtime);
     }
 
     pub fn is_stopping(&self) -> bool {

@@ -103,3 +103,52 @@ async fn next_fire_times_preview(backend: Backend) {
     assert_eq!(body["fireTimes"].as_array().unwrap().len(), 2);
     assert_eq!(body["timezone"], "UTC");
 }
+
+/// The API serves from a runtime of its own: with every worker of the scheduling runtime held
+/// (as at 10,000 fires a second, when thousands of attempts are ready at each second's burst),
+/// a request is still answered. The request goes from a plain thread with a plain socket, so
+/// nothing of the held runtime carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_answers_while_the_scheduling_runtime_is_held() {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let held = Arc::new(AtomicBool::new(true));
+    let holders: Vec<_> = (0..2)
+        .map(|_| {
+            let held = held.clone();
+            tokio::spawn(async move {
+                while held.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            })
+        })
+        .collect();
+    let addr = app.addr.trim_start_matches("http://").to_string();
+    let answer = std::thread::spawn(move || {
+        let mut socket = std::net::TcpStream::connect(&addr).unwrap();
+        // A bound on a hang, not a measure: the answer takes milliseconds.
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let ask = format!("GET /api/v1/jobs HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        socket.write_all(ask.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let read = socket.read_to_string(&mut answer);
+        (read.map_err(|e| e.kind()), answer)
+    })
+    .join()
+    .unwrap();
+    held.store(false, Ordering::SeqCst);
+    for h in holders {
+        h.await.unwrap();
+    }
+    let (read, answer) = answer;
+    assert!(
+        read.is_ok(),
+        "no answer while the runtime was held: {read:?}"
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    app.stop().await;
+}
