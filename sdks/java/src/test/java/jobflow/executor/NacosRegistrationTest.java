@@ -30,41 +30,64 @@ public final class NacosRegistrationTest {
         final Process process;
         final String[] auth;
 
+        /**
+         * Starts rnacos and waits for it to answer (with auth, to log its admin in). rnacos
+         * sometimes panics while it initialises its store when the box is busy, and then
+         * refuses the admin login for good: such a start is given up after 20 s and rnacos
+         * started afresh (three starts at most), as the Rust suites' harness does.
+         */
         Rnacos(String... auth) throws Exception {
             String bin = System.getenv("RNACOS_BIN");
             if (bin == null) {
                 throw new IllegalStateException("RNACOS_BIN is not set (scripts/conformance.sh sets it)");
             }
-            int port = freePort();
-            while (port + 1000 > 65535) {
-                port = freePort();
-            }
-            File dir = Files.createTempDirectory("rnacos").toFile();
-            ProcessBuilder pb = new ProcessBuilder(bin).directory(dir).redirectErrorStream(true)
-                    .redirectOutput(new File(dir, "rnacos.log"));
-            Map<String, String> env = pb.environment();
-            env.put("RNACOS_HTTP_PORT", Integer.toString(port));
-            env.put("RNACOS_GRPC_PORT", Integer.toString(port + 1000));
-            env.put("RNACOS_HTTP_CONSOLE_PORT", Integer.toString(freePort()));
-            env.put("RNACOS_DATA_DIR", new File(dir, "data").getPath());
-            env.put("RUST_LOG", "warn");
-            if (auth.length == 2) {
-                env.put("RNACOS_ENABLE_OPEN_API_AUTH", "true");
-                env.put("RNACOS_INIT_ADMIN_USERNAME", auth[0]);
-                env.put("RNACOS_INIT_ADMIN_PASSWORD", auth[1]);
-            }
             this.auth = auth;
-            this.addr = "127.0.0.1:" + port;
-            this.process = pb.start();
-            long deadline = System.currentTimeMillis() + 60_000;
+            for (int start = 1;; start++) {
+                int port = freePort();
+                while (port + 1000 > 65535) {
+                    port = freePort();
+                }
+                File dir = Files.createTempDirectory("rnacos").toFile();
+                File log = new File(dir, "rnacos.log");
+                ProcessBuilder pb = new ProcessBuilder(bin).directory(dir).redirectErrorStream(true).redirectOutput(log);
+                Map<String, String> env = pb.environment();
+                env.put("RNACOS_HTTP_PORT", Integer.toString(port));
+                env.put("RNACOS_GRPC_PORT", Integer.toString(port + 1000));
+                env.put("RNACOS_HTTP_CONSOLE_PORT", Integer.toString(freePort()));
+                env.put("RNACOS_DATA_DIR", new File(dir, "data").getPath());
+                env.put("RUST_LOG", "warn");
+                if (auth.length == 2) {
+                    env.put("RNACOS_ENABLE_OPEN_API_AUTH", "true");
+                    env.put("RNACOS_INIT_ADMIN_USERNAME", auth[0]);
+                    env.put("RNACOS_INIT_ADMIN_PASSWORD", auth[1]);
+                }
+                String at = "127.0.0.1:" + port;
+                Process started = pb.start();
+                Exception last = answers(at, started);
+                if (last == null) {
+                    this.addr = at;
+                    this.process = started;
+                    return;
+                }
+                started.destroyForcibly();
+                String said = new String(Files.readAllBytes(log.toPath()), StandardCharsets.UTF_8);
+                if (start == 3) {
+                    throw new IllegalStateException("rnacos did not answer: " + last + "\nIts log:\n" + said);
+                }
+                System.err.println("rnacos start " + start + " did not answer (" + last + "); starting afresh. Its log:\n" + said);
+            }
+        }
+
+        /** Waits up to 20 s for rnacos at `at` to answer; `null` once it does, else the last error. */
+        private Exception answers(String at, Process started) throws InterruptedException {
+            long deadline = System.currentTimeMillis() + 20_000;
             while (true) {
                 try {
-                    hosts("nobody");
-                    return;
+                    hosts(at, "nobody");
+                    return null;
                 } catch (IOException | RuntimeException e) {
-                    if (System.currentTimeMillis() > deadline) {
-                        close();
-                        throw new IllegalStateException("rnacos did not answer: " + e);
+                    if (System.currentTimeMillis() > deadline || !started.isAlive()) {
+                        return e;
                     }
                     Thread.sleep(100);
                 }
@@ -72,14 +95,18 @@ public final class NacosRegistrationTest {
         }
 
         List<?> hosts(String service) throws IOException {
+            return hosts(addr, service);
+        }
+
+        List<?> hosts(String at, String service) throws IOException {
             String query = "serviceName=" + service;
             if (auth.length == 2) {
-                HttpURLConnection login = (HttpURLConnection) new URL("http://" + addr + "/nacos/v1/auth/login?username="
+                HttpURLConnection login = (HttpURLConnection) new URL("http://" + at + "/nacos/v1/auth/login?username="
                         + auth[0] + "&password=" + auth[1]).openConnection();
                 login.setRequestMethod("POST");
                 query += "&accessToken=" + ((Map<?, ?>) Json.parse(read(login.getInputStream()))).get("accessToken");
             }
-            HttpURLConnection c = (HttpURLConnection) new URL("http://" + addr + "/nacos/v1/ns/instance/list?" + query).openConnection();
+            HttpURLConnection c = (HttpURLConnection) new URL("http://" + at + "/nacos/v1/ns/instance/list?" + query).openConnection();
             return (List<?>) ((Map<?, ?>) Json.parse(read(c.getInputStream()))).get("hosts");
         }
 
