@@ -3,6 +3,7 @@
 //! once), stop firing, let the calls in flight finish while the API still takes their
 //! reports, then stop serving.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
 use std::sync::Arc;
@@ -198,7 +199,11 @@ impl Application {
         // The API serves until the calls in flight have drained, so their executors' reports
         // still land; it stops only after them.
         let serving = CancellationToken::new();
-        let mut server = serve_apart(listener, state.clone(), serving.clone())
+        // Should this future be dropped before it stops serving (its runtime shut down), the
+        // API's threads stop all the same.
+        let _serving = serving.clone().drop_guard();
+        let grace = Duration::from_secs(state.settings.server.shutdown_grace_seconds);
+        let mut server = serve_apart(listener, state.clone(), serving.clone(), grace)
             .context("starting the API's thread")?;
         // A server that ends on its own (it failed) stops the instance too.
         let ended = tokio::select! {
@@ -216,7 +221,6 @@ impl Application {
             backfill_task,
             retention_task
         );
-        let grace = Duration::from_secs(state.settings.server.shutdown_grace_seconds);
         if !state.dispatcher.drain(grace).await {
             tracing::warn!(
                 grace_seconds = grace.as_secs(),
@@ -237,8 +241,8 @@ impl Application {
     }
 }
 
-/// Serves the API on a runtime of its own, on its own threads, until `stop`; answers with how
-/// serving ended. At 10,000 fires a second the scheduling runtime's queue holds thousands of
+/// Serves the API on a runtime of its own, on its own threads, until `stop`, and lets the
+/// requests in flight then finish for up to `grace`; answers with how serving ended. At 10,000 fires a second the scheduling runtime's queue holds thousands of
 /// ready attempts at each second's burst, and a request's task queued behind them waited
 /// its turn (API reads p99 73-147 ms, docs/benchmarks.md); on threads of its own the API
 /// gets its share of the cores from the operating system instead. Work an API call starts
@@ -247,6 +251,7 @@ fn serve_apart(
     listener: TcpListener,
     state: AppState,
     stop: CancellationToken,
+    grace: Duration,
 ) -> anyhow::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
     let listener = listener.into_std()?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -264,9 +269,16 @@ fn serve_apart(
                         let listener = TcpListener::from_std(listener)?;
                         let app =
                             api::router(state).into_make_service_with_connect_info::<SocketAddr>();
-                        axum::serve(listener, app)
-                            .with_graceful_shutdown(stop.cancelled_owned())
-                            .await
+                        let served = axum::serve(listener, app)
+                            .with_graceful_shutdown(stop.clone().cancelled_owned());
+                        tokio::select! {
+                            served = served.into_future() => served,
+                            // A request still going then is dropped with the runtime.
+                            _ = async {
+                                stop.cancelled().await;
+                                tokio::time::sleep(grace).await;
+                            } => Ok(()),
+                        }
                     })
                 });
             let _ = done.send(served);

@@ -152,3 +152,33 @@ async fn the_api_answers_while_the_scheduling_runtime_is_held() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     app.stop().await;
 }
+
+/// An instance whose runtime is shut down under it (an embedding program exiting, a test
+/// ending) stops its API's threads too: the port closes, and the API's database connections
+/// with it.
+#[test]
+fn an_instance_dropped_with_its_runtime_stops_serving() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let app = runtime.block_on(async {
+        let app = TestApp::spawn(Backend::Sqlite).await;
+        let (status, _) = app.get("/api/v1/jobs").await;
+        assert_eq!(status, 200);
+        app
+    });
+    let addr = app.addr.trim_start_matches("http://").to_string();
+    // The runtime goes first, the instance still running on it (never told to stop).
+    drop(runtime);
+    // A bound on a hang, not a measure: the port closes within milliseconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{addr} still serves after its runtime was dropped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Its handles (pools, client) are let go where a runtime runs.
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async move { drop(app) });
+}
