@@ -242,11 +242,12 @@ impl Application {
 }
 
 /// Serves the API on a runtime of its own, on its own threads, until `stop`, and lets the
-/// requests in flight then finish for up to `grace`; answers with how serving ended. At 10,000 fires a second the scheduling runtime's queue holds thousands of
-/// ready attempts at each second's burst, and a request's task queued behind them waited
-/// its turn (API reads p99 73-147 ms, docs/benchmarks.md); on threads of its own the API
-/// gets its share of the cores from the operating system instead. Work an API call starts
-/// (a manual run, a retry) still runs on the scheduling runtime (`dispatch::Tasks`).
+/// requests in flight then finish for up to `grace`; answers with how serving ended. At
+/// 10,000 fires a second the scheduling runtime's queue holds thousands of ready attempts at
+/// each second's burst, and a request's task queued behind them waited its turn (API reads
+/// p99 73-147 ms, docs/benchmarks.md); on threads of its own the API gets its share of the
+/// cores from the operating system instead. Work an API call starts (a manual run, a retry)
+/// still runs on the scheduling runtime (`dispatch::Tasks`).
 fn serve_apart(
     listener: TcpListener,
     state: AppState,

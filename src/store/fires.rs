@@ -433,14 +433,10 @@ async fn fixed_delays_behind(
         else {
             continue;
         };
-        match first.get(claim.job_name.as_str()) {
+        if let Some(&earlier) = first.get(claim.job_name.as_str()) {
             // The same instant twice is the claim's own conflict.
-            Some(&earlier) if earlier == claim.fire_time => continue,
-            Some(&earlier) => {
-                *slot = Some(earlier);
-                continue;
-            }
-            None => {}
+            *slot = (earlier != claim.fire_time).then_some(earlier);
+            continue;
         }
         match behind_its_latest(tx, claim, interval).await? {
             Some(latest) => *slot = Some(latest),

@@ -1980,19 +1980,19 @@ async fn a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_
         ["behind 0"]
     );
     // Ended at +1.25 s: the next may come at +4 s (the end rounded up, plus 2 s), not before.
-    let ended = Transition {
-        finish_time: Some(at + Duration::milliseconds(1_250)),
-        ..Transition::to(
-            &[ExecutionStatus::Pending, ExecutionStatus::Running],
-            ExecutionStatus::Success,
-        )
+    // A fire's only row ends SUCCESS `ms` after the first instant.
+    let end = |row: &Execution, ms: i64| {
+        let (s, trace) = (s.clone(), row.trace_id.clone());
+        let ended = Transition {
+            finish_time: Some(at + Duration::milliseconds(ms)),
+            ..Transition::to(
+                &[ExecutionStatus::Pending, ExecutionStatus::Running],
+                ExecutionStatus::Success,
+            )
+        };
+        async move { assert!(s.transition(&trace, &ended).await.unwrap().applied()) }
     };
-    assert!(
-        s.transition(&first[0].trace_id, &ended)
-            .await
-            .unwrap()
-            .applied()
-    );
+    end(&first[0], 1_250).await;
     assert_eq!(
         record(vec![fire("delay", secs(3), "b:1")]).await.0,
         ["behind 0"]
@@ -2033,16 +2033,7 @@ async fn a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_
     // cut): the fire at +4 ended at +5.5, so +8 may be recorded, and every later one of the
     // batch waits for it, not yet begun; the same instant twice is a duplicate. A batch
     // redone fire by fire (another fire of it was recorded elsewhere) judges alike.
-    let ended = Transition {
-        finish_time: Some(at + Duration::milliseconds(5_500)),
-        ..ended
-    };
-    assert!(
-        s.transition(&fourth[0].trace_id, &ended)
-            .await
-            .unwrap()
-            .applied()
-    );
+    end(&fourth[0], 5_500).await;
     let (kinds, batch) = record(vec![
         fire("other", secs(11), "b:1"),
         fire("delay", secs(8), "b:1"),
@@ -2054,16 +2045,7 @@ async fn a_fixed_delay_fire_is_recorded_only_its_interval_after_the_latest_fire_
     let FireOutcome::Recorded(eighth) = &batch[1] else {
         unreachable!()
     };
-    let ended = Transition {
-        finish_time: Some(at + Duration::milliseconds(8_100)),
-        ..ended
-    };
-    assert!(
-        s.transition(&eighth[0].trace_id, &ended)
-            .await
-            .unwrap()
-            .applied()
-    );
+    end(&eighth[0], 8_100).await;
     assert_eq!(
         record(vec![
             fire("other", secs(11), "a:1"),
