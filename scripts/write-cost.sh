@@ -9,7 +9,10 @@
 # Modes, each round in this order, the tables emptied before each:
 #   today       claim + PENDING row (50 fires a transaction), the ids returned by the insert
 #               (INSERT … RETURNING); the results as JobFlow writes them (256 a transaction):
-#               one UPDATE joined to a derived table of values and each row's guard
+#               one single-table UPDATE of the rows by primary key, each row picking its own
+#               values and guard by its position among the sorted ids (ELT(INTERVAL(id, …)))
+#   joined      as today, the results as JobFlow wrote them before 2026-12-06: one UPDATE
+#               joined to a derived table of values and each row's guard
 #   running     as today, with each row's RUNNING written on its own before its result (a
 #               call answered after its RUNNING was flushed)
 #   before      as today, as JobFlow wrote it before 2026-12-05: the ids read back by trace
@@ -56,11 +59,16 @@ mysql_cli "$db" -e "
         due_time DATETIME(3) NOT NULL,
         KEY idx_due (due_time)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+# WRITE_COST_SQL: statements run on the scratch schema before the replay (an index dropped,
+# say), to price one part of it; WRITE_COST_MODES: the modes to run (all by default).
+if [ -n "${WRITE_COST_SQL:-}" ]; then
+    mysql_cli "$db" -e "$WRITE_COST_SQL"
+fi
 
 log "write cost: $rate fires a second for $seconds s, $rounds rounds, database $db"
 printf '| round | mode | fires | wall | mariadbd CPU | per fire |\n|---|---|---|---|---|---|\n'
 for round in $(seq 1 "$rounds"); do
-    for mode in today before running side-table once; do
+    for mode in ${WRITE_COST_MODES:-today joined before running side-table once}; do
         mysql_cli "$db" -e "TRUNCATE job_execution; TRUNCATE job_fire; TRUNCATE execution_plan"
         "$VENV/bin/python" - "$db" "$mode" "$rate" "$seconds" "$round" <<'EOF'
 import os, subprocess, sys, time, uuid
@@ -88,10 +96,30 @@ def listed(n):
     return "(" + ",".join(["%s"] * n) + ")"
 
 
+IDS = {}
+
+
 def compare_and_set(traces, status, values, due):
     """A batch of changes as JobFlow writes it: one UPDATE joined to a derived table of the
     values and each row's guard (its from states, its lease), which must match every row.
     Before 2026-12-05: a locking compare by trace id first, then the UPDATE unguarded."""
+    if mode in ("today", "running"):
+        # By primary key: each row's position among the sorted ids picks its values.
+        ids = sorted(IDS[t] for t in traces)
+        by_id = {IDS[t]: t for t in traces}
+        pos = "ELT(INTERVAL(id, " + ",".join(["%s"] * len(ids)) + "), " + ",".join(["%s"] * len(ids)) + ")"
+        sets, params = ["status = " + pos], ids + [status] * len(ids)
+        for n, v in values.items():
+            cast = "CAST(%s AS SIGNED)" if n == "duration_ms" else "%s" if n == "result_message" else "CAST(%s AS DATETIME(6))"
+            sets.append(f"{n} = COALESCE({cast % pos}, {n})")
+            params += ids + [v] * len(ids)
+        # One writer's results: the same from states and holder for every row, bound once.
+        where = (" WHERE id IN " + listed(len(ids)) + " AND trace_id = " + pos + " AND status IN (%s, %s)"
+                 " AND scheduler_instance = %s AND due_time = CAST(" + pos + " AS DATETIME(6))")
+        params += ids + ids + [by_id[i] for i in ids] + ["PENDING", "RUNNING", me] + ids + [due] * len(ids)
+        matched = cur.execute("UPDATE job_execution SET " + ", ".join(sets) + where, params)
+        assert matched == len(traces), (matched, len(traces))
+        return
     if mode == "before":
         cur.execute("SELECT status, scheduler_instance, due_time, trace_id FROM job_execution FORCE INDEX (uk_trace_id) "
                     "WHERE trace_id IN " + listed(len(traces)) + " FOR UPDATE", traces)
@@ -133,14 +161,15 @@ for second in range(seconds):
             cur.execute(
                 "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) VALUES " + marks(len(chunk), 4),
                 [v for job, _, _ in chunk for v in (job, at(fire), me, at(fire - 1.5))])
-        if mode in ("today", "running", "before"):
+        if mode in ("today", "joined", "running", "before"):
             cur.execute(
                 "INSERT INTO job_execution (execution_id, trace_id, job_name, trigger_type, fire_time, scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time, status) VALUES " + marks(len(chunk), 13)
                 + ("" if mode == "before" else " RETURNING id, trace_id"),
                 [v for job, trace, eid in chunk for v in (eid, trace, job, "CRON", at(fire), me, executor, 0, 0, 1, at(fire - 1.5), at(fire), "PENDING")])
             if mode == "before":
                 cur.execute("SELECT id, trace_id FROM job_execution WHERE trace_id IN " + listed(len(chunk)), [t for _, t, _ in chunk])
-            cur.fetchall()
+            for row_id, trace in cur.fetchall():
+                IDS[trace] = row_id
         elif mode == "side-table":
             cur.execute(
                 "INSERT INTO execution_plan (execution_id, trace_id, job_name, fire_time, scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time) VALUES " + marks(len(chunk), 11),
@@ -153,7 +182,7 @@ for second in range(seconds):
         if mode == "running":
             compare_and_set(traces, "RUNNING", {"start_time": at(fire)}, at(fire))
             conn.commit()
-        if mode in ("today", "running", "before"):
+        if mode in ("today", "joined", "running", "before"):
             compare_and_set(traces, "SUCCESS", {"start_time": at(fire), "finish_time": at(fire + 0.01),
                                                 "duration_ms": 10, "result_message": "ok"}, at(fire))
         else:

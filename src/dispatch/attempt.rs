@@ -435,6 +435,7 @@ impl Attempts {
     ) {
         let start = Transition {
             held_by: row.lease(),
+            row_id: Some(row.id),
             ..Transition::started(executor.clone(), at)
         };
         let (this, trace) = (self.clone(), row.trace_id.clone());

@@ -175,6 +175,7 @@ impl Outcomes {
                 .map(|j| j.name().to_string()),
             retry: retry.map(Box::new),
             children: children.map(Box::new),
+            row_id: Some(row.id),
             ..Transition::to(from, verdict.status)
         };
         match self.settler.settle(&row.trace_id, t).await {

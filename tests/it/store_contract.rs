@@ -28,7 +28,9 @@ backend_tests!(
     batched_fires_are_independent,
     large_batches_return_what_was_stored,
     a_batch_of_results_gives_each_row_its_own_values,
+    a_batch_of_results_set_by_row_id_gives_each_row_its_own_values,
     each_change_of_a_batch_is_judged_by_its_own_guards,
+    each_change_of_a_batch_set_by_row_id_is_judged_by_its_own_guards,
     duplicates_are_typed,
     fire_claims_are_exclusive_and_atomic,
     transitions_are_compare_and_set,
@@ -423,8 +425,71 @@ fn winners(applied: &[Applied]) -> Vec<bool> {
 /// not there) leaves it alone and takes nothing from the others. Each guard is tried beside
 /// changes that do apply, so a batch that let one through would show a wrong winner.
 async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
+    judged_by_their_own_guards(backend, false).await;
+}
+
+/// The same, every change naming its row's primary key as the dispatcher's results do (and a
+/// row that is not there a key no row has); and a key that names another row changes
+/// neither row.
+async fn each_change_of_a_batch_set_by_row_id_is_judged_by_its_own_guards(backend: Backend) {
+    use ExecutionStatus::{Pending, Running};
+    judged_by_their_own_guards(backend, true).await;
+    let (_db, s) = open(backend).await;
+    let fire = Utc.with_ymd_and_hms(2024, 7, 3, 0, 0, 0).unwrap();
+    let rows: Vec<NewExecution> = (0..3)
+        .map(|i| row(&format!("ids-{i}"), fire, 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let id = |i: usize| {
+        let (s, t) = (s.clone(), rows[i].trace_id.clone());
+        async move { s.get_execution(&t).await.unwrap().unwrap().id }
+    };
+    let start = |row_id| Transition {
+        executor_instance: Some("10.0.0.1:9000".into()),
+        row_id: Some(row_id),
+        ..Transition::to(&[Pending], Running)
+    };
+    // Row 0's change names row 2's key; row 1's its own.
+    let batch = vec![
+        (rows[0].trace_id.clone(), start(id(2).await)),
+        (rows[1].trace_id.clone(), start(id(1).await)),
+    ];
+    assert_eq!(winners(&s.transitions(&batch).await.unwrap()), [true, true]);
+    let status = |i: usize| {
+        let (s, t) = (s.clone(), rows[i].trace_id.clone());
+        async move { s.get_execution(&t).await.unwrap().unwrap().status }
+    };
+    assert_eq!(
+        [status(0).await, status(1).await, status(2).await],
+        [Running, Running, Pending],
+        "each change is applied to the row its trace id names"
+    );
+}
+
+/// `batch` as the store is given it: with each row's primary key when `by_id` (a row that is
+/// not there gets a key no row has), as is otherwise.
+async fn named(
+    s: &std::sync::Arc<dyn store::Store>,
+    batch: &[(String, Transition)],
+    by_id: bool,
+) -> Vec<(String, Transition)> {
+    let mut named = batch.to_vec();
+    if by_id {
+        for (trace, t) in &mut named {
+            let row = s.get_execution(trace).await.unwrap();
+            t.row_id = Some(row.map_or(i64::MAX - 1, |e| e.id));
+        }
+    }
+    named
+}
+
+async fn judged_by_their_own_guards(backend: Backend, by_id: bool) {
     use ExecutionStatus::{Failed, Pending, Running, Success};
     let (_db, s) = open(backend).await;
+    let apply = |batch: Vec<(String, Transition)>| {
+        let s = s.clone();
+        async move { s.transitions(&named(&s, &batch, by_id).await).await }
+    };
     let fire = Utc.with_ymd_and_hms(2024, 7, 2, 0, 0, 0).unwrap();
     let holder = "127.0.0.1:8080";
     let held = |due| Some((holder.to_string(), due));
@@ -464,7 +529,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
             (rows[1].trace_id.clone(), losing(&rows[1])),
             (rows[2].trace_id.clone(), start(None)),
         ];
-        let applied = s.transitions(&batch).await.unwrap();
+        let applied = apply(batch.clone()).await.unwrap();
         assert_eq!(winners(&applied), [true, false, true], "{case}");
         let status = |i: usize| {
             let (s, t) = (s.clone(), rows[i].trace_id.clone());
@@ -487,7 +552,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         .iter()
         .map(|r| (r.trace_id.clone(), finish(Success)))
         .collect();
-    let applied = s.transitions(&results).await.unwrap();
+    let applied = apply(results.clone()).await.unwrap();
     assert_eq!(
         winners(&applied),
         [false, true, false],
@@ -497,7 +562,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         .iter()
         .map(|r| (r.trace_id.clone(), start(None)))
         .collect();
-    let applied = s.transitions(&starts).await.unwrap();
+    let applied = apply(starts.clone()).await.unwrap();
     assert_eq!(
         winners(&applied),
         [true, false, true],
@@ -519,7 +584,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         (rows[1].trace_id.clone(), start(None)),
         (rows[0].trace_id.clone(), start(held(rows[0].due_time))),
     ];
-    let applied = s.transitions(&batch).await.unwrap();
+    let applied = apply(batch.clone()).await.unwrap();
     assert_eq!(winners(&applied), [true, true, false]);
     let ended = s.get_execution(&rows[0].trace_id).await.unwrap().unwrap();
     assert_eq!(ended.status, Success);
@@ -551,7 +616,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         ),
         (rows[2].trace_id.clone(), either(Success)),
     ];
-    let applied = s.transitions(&batch).await.unwrap();
+    let applied = apply(batch.clone()).await.unwrap();
     assert_eq!(winners(&applied), [true, false, true, true]);
     for (r, status) in rows.iter().zip([Failed, Success, Success]) {
         let e = s.get_execution(&r.trace_id).await.unwrap().unwrap();
@@ -572,7 +637,7 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
         })
         .collect();
     assert!(
-        s.transitions(&batch)
+        apply(batch.clone())
             .await
             .unwrap()
             .iter()
@@ -591,6 +656,16 @@ async fn each_change_of_a_batch_is_judged_by_its_own_guards(backend: Backend) {
 /// different columns: each row gets exactly its own values, to the millisecond, and keeps
 /// the columns its change leaves unset.
 async fn a_batch_of_results_gives_each_row_its_own_values(backend: Backend) {
+    each_row_its_own_values(backend, false).await;
+}
+
+/// The same with three results in four naming their row's primary key, as the dispatcher's
+/// do: the batch is set by key and by trace id, each row still with its own values.
+async fn a_batch_of_results_set_by_row_id_gives_each_row_its_own_values(backend: Backend) {
+    each_row_its_own_values(backend, true).await;
+}
+
+async fn each_row_its_own_values(backend: Backend, by_id: bool) {
     let (_db, s) = open(backend).await;
     let fire = Utc.with_ymd_and_hms(2024, 7, 1, 0, 0, 0).unwrap();
     let rows: Vec<NewExecution> = (0..600)
@@ -641,7 +716,15 @@ async fn a_batch_of_results_gives_each_row_its_own_values(backend: Backend) {
         })
         .collect();
     // A failure first: its unset start is the first value of that column in the batch.
-    let results: Vec<(String, Transition)> = results.into_iter().rev().collect();
+    let mut results: Vec<(String, Transition)> = results.into_iter().rev().collect();
+    if by_id {
+        let keyed = named(&s, &results, true).await;
+        for (i, (item, keyed)) in results.iter_mut().zip(keyed).enumerate() {
+            if i % 4 != 3 {
+                *item = keyed;
+            }
+        }
+    }
     let applied = s.transitions(&results).await.unwrap();
     assert_eq!(applied.len(), 600);
     assert!(applied.iter().all(Applied::applied));
