@@ -618,8 +618,8 @@ fn set_many(backend: Backend, items: &[&(String, Transition)], guarded: bool) ->
 /// idₙ)` is that position (a binary search over sorted arguments; an id of the list is its
 /// own interval's start) and `ELT(position, v₁, …, vₙ)` its value. MariaDB runs a join's
 /// UPDATE (the derived table of [`set_joined`]) through temporary tables of the rows it
-/// updates; this form spares them, about 9 µs of its CPU per row (docs/benchmarks.md,
-/// "Results set by primary key"). `ELT` answers a string: the time and integer columns are
+/// updates; this form spares them (about 9 µs of its CPU per row in the replay, 5 % of its CPU
+/// per fire in JobFlow's runs: docs/benchmarks.md, "Results set by primary key"). `ELT` answers a string: the time and integer columns are
 /// cast back to their types, so each value is compared and stored as the join form does.
 fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
     let mut items = items.to_vec();
@@ -631,9 +631,10 @@ fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
         "set_by_id takes items with their ids"
     );
     let mut changes: Vec<[Column; 8]> = items.iter().map(|(_, t)| changed_columns(t)).collect();
-    // `ELT(INTERVAL(id, ids…), values…)`, cast back from text as `null`'s type says.
-    let pick = |q: &mut Sql, values: Vec<Arg>, null: &Arg| {
-        let cast = match null {
+    // `ELT(INTERVAL(id, ids…), values…)`, cast back from text to the values' type (every
+    // value of one column has it, its NULLs included).
+    let pick = |q: &mut Sql, values: Vec<Arg>| {
+        let cast = match &values[0] {
             Arg::Time(_) => Some("DATETIME(6)"),
             Arg::Int(_) | Arg::Bool(_) => Some("SIGNED"),
             Arg::Text(_) => None,
@@ -657,10 +658,9 @@ fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
             q.push(&format!(" AS {cast})"));
         }
     };
-    let text = Arg::Text(None);
     let mut q = Sql::new("UPDATE job_execution SET status = ");
     let statuses = items.iter().map(|(_, t)| t.to.as_str().into()).collect();
-    pick(&mut q, statuses, &text);
+    pick(&mut q, statuses);
     for k in 0..8 {
         let Some(null) = changes.iter().find_map(|c| c[k].1.as_ref()).map(Arg::null) else {
             continue;
@@ -671,7 +671,7 @@ fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
             .map(|c| c[k].1.take().unwrap_or_else(|| null.clone()))
             .collect();
         q.push(&format!(", {name} = COALESCE("));
-        pick(&mut q, values, &null);
+        pick(&mut q, values);
         q.push(&format!(", {name})"));
     }
     q.push(" WHERE id IN ").list(ids.iter().copied());
@@ -680,7 +680,6 @@ fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
     pick(
         &mut q,
         items.iter().map(|(trace, _)| trace.into()).collect(),
-        &text,
     );
     if guarded {
         // Nearly every batch is one writer's results: the same `from` states and the same
@@ -700,7 +699,7 @@ fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
                     .iter()
                     .map(|(_, t)| Arg::Text(t.from.get(k).map(|s| s.as_str().to_string())))
                     .collect();
-                pick(&mut q, from, &text);
+                pick(&mut q, from);
             }
             q.push(")");
         }
@@ -714,24 +713,23 @@ fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
                 .map(|(_, t)| Arg::Time(t.held_by.as_ref().map(|(_, d)| *d)))
                 .collect()
         };
-        let due_null = Arg::Time(None);
         match holders[0] {
             Some(holder) if holders.iter().all(|h| *h == Some(holder)) => {
                 q.push(" AND scheduler_instance = ")
                     .bind(holder)
                     .push(" AND due_time = ");
-                pick(&mut q, dues(), &due_null);
+                pick(&mut q, dues());
             }
             _ if holders.iter().all(Option::is_none) => {}
             _ => {
                 // An item without a lease has a NULL holder; one with has both.
                 let mut holder = Sql::new("");
                 let named = holders.iter().map(|h| Arg::Text(h.map(str::to_string)));
-                pick(&mut holder, named.collect(), &text);
+                pick(&mut holder, named.collect());
                 let unleased = holder.clone();
                 q.push(" AND (scheduler_instance = ").append(holder);
                 q.push(" AND due_time = ");
-                pick(&mut q, dues(), &due_null);
+                pick(&mut q, dues());
                 q.push(" OR ").append(unleased).push(" IS NULL)");
             }
         }

@@ -440,10 +440,7 @@ async fn each_change_of_a_batch_set_by_row_id_is_judged_by_its_own_guards(backen
         .map(|i| row(&format!("ids-{i}"), fire, 0, 0))
         .collect();
     s.record_fire(None, &rows).await.unwrap();
-    let id = |i: usize| {
-        let (s, t) = (s.clone(), rows[i].trace_id.clone());
-        async move { s.get_execution(&t).await.unwrap().unwrap().id }
-    };
+    let ids: Vec<i64> = stored(&s, &rows).await.iter().map(|e| e.id).collect();
     let start = |row_id| Transition {
         executor_instance: Some("10.0.0.1:9000".into()),
         row_id: Some(row_id),
@@ -451,19 +448,32 @@ async fn each_change_of_a_batch_set_by_row_id_is_judged_by_its_own_guards(backen
     };
     // Row 0's change names row 2's key; row 1's its own.
     let batch = vec![
-        (rows[0].trace_id.clone(), start(id(2).await)),
-        (rows[1].trace_id.clone(), start(id(1).await)),
+        (rows[0].trace_id.clone(), start(ids[2])),
+        (rows[1].trace_id.clone(), start(ids[1])),
     ];
     assert_eq!(winners(&s.transitions(&batch).await.unwrap()), [true, true]);
-    let status = |i: usize| {
-        let (s, t) = (s.clone(), rows[i].trace_id.clone());
-        async move { s.get_execution(&t).await.unwrap().unwrap().status }
-    };
     assert_eq!(
-        [status(0).await, status(1).await, status(2).await],
+        statuses(&s, &rows).await,
         [Running, Running, Pending],
         "each change is applied to the row its trace id names"
     );
+}
+
+/// The stored row of each of `rows`, in order.
+async fn stored(s: &std::sync::Arc<dyn store::Store>, rows: &[NewExecution]) -> Vec<Execution> {
+    let mut stored = Vec::with_capacity(rows.len());
+    for r in rows {
+        stored.push(s.get_execution(&r.trace_id).await.unwrap().unwrap());
+    }
+    stored
+}
+
+/// The status of each of `rows`, in order.
+async fn statuses(
+    s: &std::sync::Arc<dyn store::Store>,
+    rows: &[NewExecution],
+) -> Vec<ExecutionStatus> {
+    stored(s, rows).await.iter().map(|e| e.status).collect()
 }
 
 /// `batch` as the store is given it: with each row's primary key when `by_id` (a row that is
@@ -531,12 +541,8 @@ async fn judged_by_their_own_guards(backend: Backend, by_id: bool) {
         ];
         let applied = apply(batch.clone()).await.unwrap();
         assert_eq!(winners(&applied), [true, false, true], "{case}");
-        let status = |i: usize| {
-            let (s, t) = (s.clone(), rows[i].trace_id.clone());
-            async move { s.get_execution(&t).await.unwrap().unwrap().status }
-        };
         assert_eq!(
-            [status(0).await, status(1).await, status(2).await],
+            statuses(&s, &rows).await,
             [Running, Pending, Running],
             "{case}"
         );
