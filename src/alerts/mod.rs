@@ -97,13 +97,12 @@ impl Alert {
 /// no retry is left, RECOVERED for a SUCCESS while the job has an alert outstanding.
 pub fn final_event(
     job: &JobDefinition,
-    exec: &Execution,
+    status: ExecutionStatus,
+    retry_count: u32,
     alert_outstanding: bool,
 ) -> Option<AlertEvent> {
-    match exec.status {
-        ExecutionStatus::Failed | ExecutionStatus::Timeout
-            if exec.retry_count >= job.spec.max_retry =>
-        {
+    match status {
+        ExecutionStatus::Failed | ExecutionStatus::Timeout if retry_count >= job.spec.max_retry => {
             Some(AlertEvent::ExecutionFailed)
         }
         ExecutionStatus::Success if alert_outstanding => Some(AlertEvent::Recovered),
@@ -189,9 +188,25 @@ impl Alerts {
     /// TIMEOUT with no retry left (`retry_count >= max_retry`), RECOVERED on the first SUCCESS
     /// after an alert for the job. Never blocks.
     pub fn execution_final(&self, job: &JobDefinition, exec: &Execution) {
+        self.execution_ended(job, exec.status, exec.retry_count, || exec.clone());
+    }
+
+    /// [`Alerts::execution_final`] for a row whose final state is not built yet: `ended`
+    /// builds it only when an alert is raised. Without any channel configured nothing can be
+    /// raised, and a row's end costs nothing here (it is called for every fire).
+    pub fn execution_ended(
+        &self,
+        job: &JobDefinition,
+        status: ExecutionStatus,
+        retry_count: u32,
+        ended: impl FnOnce() -> Execution,
+    ) {
+        if self.channels.is_empty() {
+            return;
+        }
         let outstanding = self.lock().outstanding.contains(job.name().as_str());
-        if let Some(event) = final_event(job, exec, outstanding) {
-            self.raise(job, Alert::of_execution(event, exec, self.clock.now()));
+        if let Some(event) = final_event(job, status, retry_count, outstanding) {
+            self.raise(job, Alert::of_execution(event, &ended(), self.clock.now()));
         }
     }
 
@@ -363,7 +378,7 @@ mod tests {
     fn only_the_last_failure_and_the_first_success_after_it_alert() {
         use ExecutionStatus::*;
         let j = job(2);
-        let ev = |s, r, out| final_event(&j, &execution(s, r), out);
+        let ev = |s, r, out| final_event(&j, s, r, out);
         assert_eq!(ev(Failed, 0, false), None, "a retry is left");
         assert_eq!(ev(Timeout, 1, false), None);
         assert_eq!(ev(Failed, 2, false), Some(AlertEvent::ExecutionFailed));
@@ -375,7 +390,7 @@ mod tests {
         }
         let no_retries = job(0);
         assert_eq!(
-            final_event(&no_retries, &execution(Failed, 0), false),
+            final_event(&no_retries, Failed, 0, false),
             Some(AlertEvent::ExecutionFailed)
         );
     }

@@ -88,7 +88,7 @@ pub(super) async fn services_of(
             name: &name,
             group: group.as_deref(),
         };
-        let mut instances = state.discovery.executors(service).await;
+        let mut instances = state.discovery.executors(service).await.to_vec();
         instances.sort_by(|a, b| a.addr.as_str().cmp(b.addr.as_str()));
         instances.dedup_by(|a, b| a.addr == b.addr);
         out.push((name, group, count, instances));

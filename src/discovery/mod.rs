@@ -13,6 +13,10 @@ pub use crate::jobs::InstanceAddr;
 pub use nacos::{NacosDiscovery, PATH_PREFIX_METADATA};
 pub use standalone::Standalone;
 
+/// The live instances of one executor service, sorted by `ip:port`: shared, so that every
+/// fire that asks for them (twice per fire) takes a reference instead of a copy.
+pub type Executors = std::sync::Arc<[ExecutorInstance]>;
+
 /// One executor instance of a service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorInstance {
@@ -38,7 +42,7 @@ pub trait Discovery: Send + Sync + 'static {
     /// The healthy scheduler instances; changes are pushed through the channel.
     fn schedulers(&self) -> watch::Receiver<Vec<String>>;
     /// Healthy, enabled instances of an executor service, sorted by `ip:port`.
-    async fn executors(&self, service: Service<'_>) -> Vec<ExecutorInstance>;
+    async fn executors(&self, service: Service<'_>) -> Executors;
     /// Announces this instance (called once it is ready to serve).
     async fn register(&self) -> anyhow::Result<()>;
     /// Withdraws this instance (first step of shutdown).

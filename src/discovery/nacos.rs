@@ -22,7 +22,7 @@ use nacos_sdk::api::naming::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Discovery, ExecutorInstance, InstanceAddr, Service};
+use super::{Discovery, ExecutorInstance, Executors, InstanceAddr, Service};
 use crate::config::NacosSettings;
 
 /// Instance metadata key through which an executor announces its endpoint prefix.
@@ -37,7 +37,7 @@ pub struct NacosDiscovery {
     group: String,
     schedulers: watch::Sender<Vec<String>>,
     /// Executor instances by grouped service name (`group@@service`, Nacos' own form).
-    executors: Arc<RwLock<HashMap<String, Vec<ExecutorInstance>>>>,
+    executors: Arc<RwLock<HashMap<String, Executors>>>,
     /// Executor services subscribed to (once each, whatever later queries do), by grouped
     /// name.
     subscribed: tokio::sync::Mutex<std::collections::HashSet<String>>,
@@ -70,7 +70,7 @@ impl NamingEventListener for SchedulerListener {
 
 struct ExecutorListener {
     service: String,
-    cache: Arc<RwLock<HashMap<String, Vec<ExecutorInstance>>>>,
+    cache: Arc<RwLock<HashMap<String, Executors>>>,
 }
 
 impl NamingEventListener for ExecutorListener {
@@ -83,7 +83,7 @@ impl NamingEventListener for ExecutorListener {
         self.cache
             .write()
             .expect("executor cache lock")
-            .insert(self.service.clone(), list);
+            .insert(self.service.clone(), list.into());
     }
 }
 
@@ -314,7 +314,7 @@ impl Discovery for NacosDiscovery {
         self.schedulers.subscribe()
     }
 
-    async fn executors(&self, service: Service<'_>) -> Vec<ExecutorInstance> {
+    async fn executors(&self, service: Service<'_>) -> Executors {
         let group = service.group.unwrap_or(&self.group);
         let key = format!("{group}@@{}", service.name);
         if let Some(list) = self
@@ -352,13 +352,13 @@ impl Discovery for NacosDiscovery {
                 .await
             {
                 tracing::warn!(service = %key, error = %e, "subscribing to executor service failed");
-                return Vec::new();
+                return Executors::default();
             }
             subscribed.insert(key.clone());
         }
         match self.fetch(service.name, group).await {
             Ok(instances) => {
-                let list = executor_instances(&instances);
+                let list: Executors = executor_instances(&instances).into();
                 self.executors
                     .write()
                     .expect("executor cache lock")
@@ -367,7 +367,7 @@ impl Discovery for NacosDiscovery {
             }
             Err(e) => {
                 tracing::warn!(service = %key, error = %e, "querying executor service failed");
-                Vec::new()
+                Executors::default()
             }
         }
     }

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use super::{Discovery, ExecutorInstance, InstanceAddr, Service};
+use super::{Discovery, ExecutorInstance, Executors, InstanceAddr, Service};
 
 pub struct Standalone {
     me: String,
     schedulers: watch::Sender<Vec<String>>,
-    executors: BTreeMap<String, Vec<ExecutorInstance>>,
+    executors: BTreeMap<String, Executors>,
 }
 
 impl Standalone {
@@ -28,7 +28,7 @@ impl Standalone {
                     .collect();
                 list.sort_by(|a, b| a.addr.cmp(&b.addr));
                 list.dedup_by(|a, b| a.addr == b.addr);
-                (service.clone(), list)
+                (service.clone(), list.into())
             })
             .collect();
         let (schedulers, _) = watch::channel(vec![me.clone()]);
@@ -50,7 +50,7 @@ impl Discovery for Standalone {
         self.schedulers.subscribe()
     }
 
-    async fn executors(&self, service: Service<'_>) -> Vec<ExecutorInstance> {
+    async fn executors(&self, service: Service<'_>) -> Executors {
         self.executors
             .get(service.name)
             .cloned()

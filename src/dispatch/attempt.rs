@@ -591,8 +591,9 @@ impl Attempts {
                 .planner
                 .executors(&job)
                 .await
-                .into_iter()
-                .find(|e| e.addr == addr),
+                .iter()
+                .find(|e| e.addr == addr)
+                .cloned(),
             None => None,
         };
         Some(known.unwrap_or(ExecutorInstance {

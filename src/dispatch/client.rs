@@ -144,15 +144,16 @@ impl ExecutorClient {
         namespace: Option<&str>,
         request: &ExecutorRequest,
     ) -> CallOutcome {
-        let base = format!("http://{}", instance.addr);
-        let path = format!("{}/{handler}", self.prefix(instance));
+        let addr = instance.addr.as_str();
+        let url = format!("http://{addr}{}/{handler}", self.prefix(instance));
+        let path = &url["http://".len() + addr.len()..];
         let body = serde_json::to_vec(request).expect("request serialises");
         let r = request;
         let timeout = Duration::from_secs(r.timeout_seconds as u64) + ANSWER_GRACE;
         let span_id: u64 = rand::random::<u64>() | 1;
         let req = self
             .http
-            .post(format!("{base}{path}"))
+            .post(url.as_str())
             .timeout(timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(headers::SHARD_START, r.shard_start)
@@ -177,7 +178,7 @@ impl ExecutorClient {
             Some(ns) => req.header(headers::JOB_NAMESPACE, ns),
             None => req,
         };
-        let req = self.signed(req, "POST", &path, &r.trace_id, &body);
+        let req = self.signed(req, "POST", path, &r.trace_id, &body);
         let no_answer =
             || CallOutcome::NoAnswer(format!("no answer within {}s", timeout.as_secs()));
         let resp = match req.body(body).send().await {

@@ -280,10 +280,12 @@ impl Launcher {
     /// alerted and counted, and the retry recorded with it, which starts here. `None` when
     /// nothing else is left.
     fn unplanned(&self, mut fire: Ready) -> Option<Ready> {
-        let (failed, rows): (Vec<Execution>, Vec<Execution>) = fire
-            .rows
-            .into_iter()
-            .partition(|r| r.status == ExecutionStatus::Failed || r.retry_count > 0);
+        let unplanned = |r: &Execution| r.status == ExecutionStatus::Failed || r.retry_count > 0;
+        if !fire.rows.iter().any(unplanned) {
+            return Some(fire);
+        }
+        let (failed, rows): (Vec<Execution>, Vec<Execution>) =
+            fire.rows.into_iter().partition(unplanned);
         for row in failed {
             if row.status == ExecutionStatus::Failed {
                 tracing::warn!(job_name = %row.job_name, trace_id = %row.trace_id, "no executor instance available; recorded FAILED");

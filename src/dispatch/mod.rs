@@ -40,6 +40,7 @@ pub mod plan;
 mod planner;
 mod record;
 mod rows;
+mod series;
 mod settle;
 mod tasks;
 mod verdict;

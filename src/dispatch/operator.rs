@@ -96,7 +96,7 @@ impl Operator {
         // list: ranges follow `executor` alone.
         let only = match options.executor {
             Some(wanted) => {
-                let mut live = self.planner.executors(&job).await;
+                let mut live = self.planner.executors(&job).await.to_vec();
                 live.retain(|e| e.addr == wanted);
                 if live.is_empty() {
                     return Err(DispatchError::ExecutorNotLive(

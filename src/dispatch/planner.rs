@@ -11,7 +11,7 @@ use super::admission::Admission;
 use super::plan::{self, RoundRobin};
 use super::rows;
 use crate::backoff::Backoff;
-use crate::discovery::{Discovery, ExecutorInstance, Service};
+use crate::discovery::{Discovery, ExecutorInstance, Executors, Service};
 use crate::jobs::{ExecutionStatus, JobDefinition, NewExecution, RouteStrategy, TriggerType};
 
 pub struct Planner {
@@ -38,7 +38,7 @@ impl Planner {
     }
 
     /// The live executors of `job`'s service, sorted.
-    pub async fn executors(&self, job: &JobDefinition) -> Vec<ExecutorInstance> {
+    pub async fn executors(&self, job: &JobDefinition) -> Executors {
         let service = Service {
             name: job.spec.service_name.as_str(),
             group: job.spec.service_group.as_deref(),
@@ -59,7 +59,7 @@ impl Planner {
         only: Option<Vec<ExecutorInstance>>,
     ) -> Vec<NewExecution> {
         let executors = match only {
-            Some(chosen) => chosen,
+            Some(chosen) => chosen.into(),
             None => self.executors(job).await,
         };
         self.plan_on(job, fire_time, trigger, None, &executors, now)

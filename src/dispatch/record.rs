@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 
 use super::admission::Hold;
 use super::planner::Planner;
+use super::series;
 use super::waiting::WaitingRoom;
 use super::withdraw::Owed;
 use super::withdraw::Withdraw;
@@ -85,7 +86,7 @@ impl Recorder {
             let name = job.name().as_str();
             match outcome {
                 FireOutcome::Recorded(rows) => {
-                    metrics::counter!("scheduler_fires_total", "job_name" => name.to_string(), "trigger" => TriggerType::Cron.as_str()).increment(1);
+                    series::cron_fire_recorded(name);
                     if let Err(back) = self.waiting.recorded(name, at, rows) {
                         // Withdrawn while it was being recorded.
                         let rows = back.rows.unwrap_or_default();

@@ -203,13 +203,14 @@ impl Outcomes {
         record_final(row, verdict.status, duration_ms);
         let failed = matches!(verdict.status, Failed | Timeout);
         if let Some(job) = job {
-            let ended = Execution {
+            let ended = || Execution {
                 status: verdict.status,
                 error_message: verdict.error.clone(),
                 finish_time: Some(now),
                 ..row.clone()
             };
-            self.alerts.execution_final(job, &ended);
+            let alerts = &self.alerts;
+            alerts.execution_ended(job, verdict.status, row.retry_count, ended);
             if failed && row.retry_count >= job.spec.max_retry && job.spec.max_retry > 0 {
                 tracing::warn!(retries = row.retry_count, "giving up after the last retry");
             }
@@ -306,16 +307,7 @@ pub fn locks_on_settle(job: &JobDefinition, retries: bool) -> bool {
 
 /// The metrics of a row that ended with `status`.
 pub fn record_final(exec: &Execution, status: ExecutionStatus, duration_ms: Option<i64>) {
-    let job = exec.job_name.clone();
-    metrics::counter!("job_execution_total", "job_name" => job.clone(), "status" => status.as_str())
-        .increment(1);
-    if let Some(ms) = duration_ms {
-        metrics::histogram!("job_execution_duration_seconds", "job_name" => job.clone())
-            .record(ms as f64 / 1000.0);
-    }
-    if matches!(status, Failed | Timeout) {
-        metrics::counter!("job_execution_failures_total", "job_name" => job).increment(1);
-    }
+    super::series::ended(&exec.job_name, status, duration_ms);
 }
 
 #[cfg(test)]
