@@ -32,8 +32,9 @@ use tokio::sync::{Notify, mpsc};
 use super::admission::Hold;
 use super::attempt::{Attempt, Attempts, Earned, Start};
 use super::instant::InstantCheck;
+use super::series;
 use super::tasks::Tasks;
-use super::verdict::{Verdict, record_final};
+use super::verdict::Verdict;
 use super::waiting::{WaitingFire, WaitingRoom};
 use super::withdraw::{Owed, Withdraw};
 use crate::clock::Clock;
@@ -289,7 +290,7 @@ impl Launcher {
         for row in failed {
             if row.status == ExecutionStatus::Failed {
                 tracing::warn!(job_name = %row.job_name, trace_id = %row.trace_id, "no executor instance available; recorded FAILED");
-                record_final(&row, ExecutionStatus::Failed, None);
+                series::ended(&row.job_name, ExecutionStatus::Failed, None);
                 self.attempts.outcomes.alerts.no_executor(&fire.job, &row);
                 self.attempts
                     .outcomes
@@ -400,7 +401,7 @@ impl Launcher {
             }
             Admitted::Run { rows, covered } => {
                 for c in covered.iter().filter(|c| !c.status.is_final()) {
-                    record_final(c, ExecutionStatus::Cancelled, None);
+                    series::ended(&c.job_name, ExecutionStatus::Cancelled, None);
                 }
                 let (attempts, job, hold) = (self.attempts.clone(), fire.job, fire.hold);
                 self.tasks.spawn(async move {

@@ -59,7 +59,7 @@ pub use launch::{Launcher, Ready};
 pub use operator::{DispatchError, Operator, TriggerOptions};
 pub use planner::Planner;
 pub use record::Fire;
-pub use verdict::{Verdict, record_final};
+pub use verdict::Verdict;
 pub use withdraw::Owed;
 
 use admission::Admission;

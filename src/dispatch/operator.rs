@@ -12,7 +12,8 @@ use super::attempt::{Attempt, Attempts, Start};
 use super::launch::{Launcher, Ready};
 use super::planner::Planner;
 use super::rows;
-use super::verdict::{Verdict, record_final};
+use super::series;
+use super::verdict::Verdict;
 use super::waiting::WaitingRoom;
 use crate::clock::Clock;
 use crate::jobs::{
@@ -266,7 +267,7 @@ impl Operator {
             }
             Err(_) => return Err(DispatchError::Stopping),
         }
-        record_final(&exec, Cancelled, None);
+        series::ended(&exec.job_name, Cancelled, None);
         let confirmed = || {
             self.store
                 .stops_confirmed(std::slice::from_ref(&exec.trace_id))

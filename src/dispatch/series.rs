@@ -31,20 +31,23 @@ struct JobSeries {
 }
 
 /// Runs `record` with `job`'s handles, registering the job on its first record.
-fn with_job(job: &str, record: impl FnOnce(&str, &JobSeries)) {
+fn with_job(job: &str, record: impl FnOnce(&JobSeries)) {
     static JOBS: OnceLock<RwLock<HashMap<Box<str>, JobSeries>>> = OnceLock::new();
     let jobs = JOBS.get_or_init(Default::default);
     if let Some(series) = jobs.read().expect("job series lock").get(job) {
-        return record(job, series);
+        return record(series);
     }
-    let mut all = jobs.write().expect("job series lock");
-    let series = all.entry(job.into()).or_default();
-    record(job, series)
+    record(
+        jobs.write()
+            .expect("job series lock")
+            .entry(job.into())
+            .or_default(),
+    )
 }
 
 /// `scheduler_fires_total{job_name, trigger="CRON"}`: a cron fire of `job` recorded.
 pub fn cron_fire_recorded(job: &str) {
-    with_job(job, |job, s| {
+    with_job(job, |s| {
         s.fired_cron
             .get_or_init(|| {
                 metrics::counter!("scheduler_fires_total", "job_name" => job.to_string(), "trigger" => TriggerType::Cron.as_str())
@@ -56,7 +59,7 @@ pub fn cron_fire_recorded(job: &str) {
 /// The series of a row of `job` that ended with `status`: `job_execution_total`, its
 /// duration when it ran, and `job_execution_failures_total` for FAILED and TIMEOUT.
 pub fn ended(job: &str, status: ExecutionStatus, duration_ms: Option<i64>) {
-    with_job(job, |job, s| {
+    with_job(job, |s| {
         s.ended[status as usize]
             .get_or_init(|| {
                 metrics::counter!("job_execution_total", "job_name" => job.to_string(), "status" => status.as_str())

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 
 use super::planner::Planner;
 use super::rows::{child_rows, retry_row};
+use super::series;
 use super::settle::Settler;
 use crate::alerts::Alerts;
 use crate::backoff::Backoff;
@@ -200,7 +201,7 @@ impl Outcomes {
         now: DateTime<Utc>,
         duration_ms: Option<i64>,
     ) {
-        record_final(row, verdict.status, duration_ms);
+        series::ended(&row.job_name, verdict.status, duration_ms);
         let failed = matches!(verdict.status, Failed | Timeout);
         if let Some(job) = job {
             let ended = || Execution {
@@ -209,8 +210,8 @@ impl Outcomes {
                 finish_time: Some(now),
                 ..row.clone()
             };
-            let alerts = &self.alerts;
-            alerts.execution_ended(job, verdict.status, row.retry_count, ended);
+            self.alerts
+                .execution_ended(job, verdict.status, row.retry_count, ended);
             if failed && row.retry_count >= job.spec.max_retry && job.spec.max_retry > 0 {
                 tracing::warn!(retries = row.retry_count, "giving up after the last retry");
             }
@@ -303,11 +304,6 @@ impl Outcomes {
 /// job would hold back the admission of every guarded fire of its instance until its commit.
 pub fn locks_on_settle(job: &JobDefinition, retries: bool) -> bool {
     !job.spec.child_jobs.is_empty() || retries
-}
-
-/// The metrics of a row that ended with `status`.
-pub fn record_final(exec: &Execution, status: ExecutionStatus, duration_ms: Option<i64>) {
-    super::series::ended(&exec.job_name, status, duration_ms);
 }
 
 #[cfg(test)]
