@@ -8,6 +8,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -23,12 +24,31 @@ def free_port() -> int:
 
 
 class Rnacos:
+    """rnacos on fresh ports. rnacos 0.8.8 sometimes panics in its raft store on a first start:
+    naming keeps working, but every login then answers "Mailbox has closed" (more often when a
+    login comes before the store is wired up, so readiness is probed without one). A start that
+    does not take its admin login is redone afresh, on new ports and a new data directory, as
+    the other suites do."""
+
     def __init__(self, auth=None):
         binary = os.environ.get("RNACOS_BIN")
         if not binary:
             if os.environ.get("CI"):
                 pytest.fail("RNACOS_BIN is not set (scripts/conformance.sh sets it)")
             pytest.skip("RNACOS_BIN is not set: the Nacos registration tests need rnacos")
+        self.auth = auth
+        for start in range(1, 4):
+            self._launch(binary)
+            last = self._ready()
+            if last is None:
+                return
+            self.log.seek(0)
+            log = self.log.read()[-2000:]
+            self.stop()
+            if start == 3:
+                raise AssertionError(f"rnacos did not answer: {last}\n{log}")
+
+    def _launch(self, binary):
         while True:
             self.port = free_port()
             if self.port + 1000 < 65536:
@@ -38,25 +58,48 @@ class Rnacos:
                    RNACOS_GRPC_PORT=str(self.port + 1000),
                    RNACOS_HTTP_CONSOLE_PORT=str(free_port()),
                    RNACOS_DATA_DIR=os.path.join(self.dir.name, "data"), RUST_LOG="warn")
-        if auth:
-            env.update(RNACOS_ENABLE_OPEN_API_AUTH="true", RNACOS_INIT_ADMIN_USERNAME=auth[0],
-                       RNACOS_INIT_ADMIN_PASSWORD=auth[1])
-        self.auth = auth
+        if self.auth:
+            env.update(RNACOS_ENABLE_OPEN_API_AUTH="true",
+                       RNACOS_INIT_ADMIN_USERNAME=self.auth[0],
+                       RNACOS_INIT_ADMIN_PASSWORD=self.auth[1])
         self.log = open(os.path.join(self.dir.name, "rnacos.log"), "w+")
         self.process = subprocess.Popen([binary], env=env, cwd=self.dir.name,
                                         stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
+
+    def _ready(self):
+        """None once rnacos answers (its admin login included), else what it last said."""
+        up, last = False, "no answer"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
             try:
-                self.hosts("nobody")
-                break
-            except OSError as e:
-                if time.monotonic() > deadline:
-                    self.log.seek(0)
-                    log = self.log.read()[-2000:]
-                    self.stop()
-                    raise AssertionError(f"rnacos did not answer: {e}\n{log}") from None
-                time.sleep(0.1)
+                if not up:
+                    self._answers()
+                    up = True
+                    if self.auth:
+                        # The admin user is created through raft shortly after start.
+                        time.sleep(0.5)
+                if self.auth:
+                    self.hosts("nobody")
+                return None
+            except (OSError, ValueError, KeyError) as e:
+                last = str(e)
+                if isinstance(e, urllib.error.HTTPError):
+                    last += " " + e.read().decode(errors="replace")
+                if "Mailbox" in last:
+                    return last
+            time.sleep(0.1)
+        return last
+
+    def _answers(self):
+        """Up without a login: the HTTP port answers (with authentication on, any answer, a
+        403) and the gRPC port accepts."""
+        url = f"http://{self.addr}/nacos/v1/ns/service/list?pageNo=1&pageSize=10"
+        try:
+            urllib.request.urlopen(url, timeout=3).close()
+        except urllib.error.HTTPError:
+            if not self.auth:
+                raise
+        socket.create_connection(("127.0.0.1", self.port + 1000), timeout=3).close()
 
     @property
     def addr(self) -> str:
@@ -69,7 +112,11 @@ class Rnacos:
                 f"http://{self.addr}/nacos/v1/auth/login", method="POST",
                 data=urllib.parse.urlencode({"username": self.auth[0],
                                              "password": self.auth[1]}).encode()), timeout=3)
-            params["accessToken"] = json.loads(login.read())["accessToken"]
+            said = login.read()
+            try:
+                params["accessToken"] = json.loads(said)["accessToken"]
+            except (ValueError, KeyError):
+                raise ValueError(f"login answered {said[:200]!r}") from None
         url = f"http://{self.addr}/nacos/v1/ns/instance/list?{urllib.parse.urlencode(params)}"
         with urllib.request.urlopen(url, timeout=3) as answer:
             return json.loads(answer.read())["hosts"]
