@@ -1,6 +1,7 @@
 //! The floor: the same calls with nothing in the way. A process of its own (this binary as
-//! `floor-sender`) sends N POSTs at each second boundary with reqwest, carrying the headers
-//! and a body like JobFlow's, at most 256 at a time (JobFlow's default
+//! `floor-sender`) sends N POSTs at each second boundary with reqwest, JobFlow's HTTP client
+//! (`--client hyper`: with hyper's own client, to price what reqwest adds), carrying the
+//! headers and a body like JobFlow's, at most 256 at a time (JobFlow's default
 //! `executor.max_in_flight`), to the recording executor every scheduler here is measured
 //! with. Its delays are what HTTP alone costs on this machine: every scheduler's figure has
 //! its limit beside it.
@@ -23,8 +24,8 @@ const IN_FLIGHT: usize = 256;
 pub async fn floor(a: &Args) {
     let (executors, calls) = recorder(1).await;
     println!(
-        "# floor — {} calls at each second boundary for {} s, reqwest in its own process",
-        a.jobs, a.seconds
+        "# floor — {} calls at each second boundary for {} s, {} in its own process",
+        a.jobs, a.seconds, a.client
     );
     let from = (Utc::now() + chrono::Duration::seconds(2)).trunc_subsecs(0);
     let to = from + chrono::Duration::seconds(a.seconds as i64);
@@ -39,6 +40,8 @@ pub async fn floor(a: &Args) {
             &executors[0],
             "--from",
             &from.timestamp().to_string(),
+            "--client",
+            &a.client,
         ])
         .spawn()
         .expect("start the floor sender");
@@ -56,7 +59,7 @@ pub async fn floor(a: &Args) {
     let stats = DelayStats::of(&calls.lock().unwrap(), from, to);
     print_row(
         a,
-        "floor (reqwest)",
+        &format!("floor ({})", a.client),
         &stats,
         cpu_rss.0 / a.seconds as f64,
         cpu_rss.1,
@@ -68,10 +71,7 @@ pub async fn floor(a: &Args) {
 pub async fn sender(a: &Args) {
     let target = a.target.clone().expect("--target ip:port");
     let from = DateTime::from_timestamp(a.from.expect("--from unix seconds"), 0).unwrap();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(IN_FLIGHT)
-        .build()
-        .unwrap();
+    let client = Client::new(&a.client);
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let url = format!("http://{target}/internal/job/tick");
     let mut tasks = tokio::task::JoinSet::new();
@@ -93,16 +93,14 @@ pub async fn sender(a: &Args) {
                     "shardStrategy": "MOD_HASH", "retryCount": 0, "timeoutSeconds": 300,
                     "jobParams": null, "reportUrl": "http://127.0.0.1:1/api/v1/jobs/executions/x/result"
                 });
-                let _ = client
-                    .post(&url)
-                    .header("x-job-name", &name)
-                    .header("x-fire-time", &fire)
-                    .header("x-shard-start", "0")
-                    .header("x-shard-end", "0")
-                    .header("x-shard-count", "1")
-                    .json(&body)
-                    .send()
-                    .await;
+                let headers = [
+                    ("x-job-name", name.as_str()),
+                    ("x-fire-time", &fire),
+                    ("x-shard-start", "0"),
+                    ("x-shard-end", "0"),
+                    ("x-shard-count", "1"),
+                ];
+                client.post(&url, &headers, &body).await;
             });
         }
         // Reap the finished calls so the set holds only those in flight.
@@ -111,4 +109,58 @@ pub async fn sender(a: &Args) {
     while tasks.join_next().await.is_some() {}
     eprintln!("floor sender CPU {:.2} s", own_cpu());
     tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
+/// The sender's HTTP client: reqwest (JobFlow's) or hyper's own (`hyper-util`'s
+/// `legacy::Client`, under reqwest in JobFlow's tree), each with its pool kept at the calls
+/// in flight.
+#[derive(Clone)]
+enum Client {
+    Reqwest(reqwest::Client),
+    Hyper(HyperClient),
+}
+
+type HyperClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::Full<hyper::body::Bytes>,
+>;
+
+impl Client {
+    fn new(which: &str) -> Self {
+        match which {
+            "reqwest" => Self::Reqwest(
+                reqwest::Client::builder()
+                    .pool_max_idle_per_host(IN_FLIGHT)
+                    .build()
+                    .unwrap(),
+            ),
+            "hyper" => Self::Hyper(
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .pool_max_idle_per_host(IN_FLIGHT)
+                    .build_http(),
+            ),
+            other => panic!("--client {other}: reqwest or hyper"),
+        }
+    }
+
+    /// POSTs `body` as JSON with `headers`; the answer and any failure are dropped.
+    async fn post(&self, url: &str, headers: &[(&str, &str)], body: &serde_json::Value) {
+        match self {
+            Self::Reqwest(client) => {
+                let mut req = client.post(url).json(body);
+                for (name, value) in headers {
+                    req = req.header(*name, *value);
+                }
+                let _ = req.send().await;
+            }
+            Self::Hyper(client) => {
+                let mut req = hyper::Request::post(url).header("content-type", "application/json");
+                for (name, value) in headers {
+                    req = req.header(*name, *value);
+                }
+                let body = http_body_util::Full::new(serde_json::to_vec(body).unwrap().into());
+                let _ = client.request(req.body(body).unwrap()).await;
+            }
+        }
+    }
 }
