@@ -84,34 +84,26 @@ func launchRnacos(t *testing.T, bin string, auth []string) *rnacos {
 	return &rnacos{addr: fmt.Sprintf("127.0.0.1:%d", port), grpcPort: port + 1000, cmd: cmd, auth: auth}
 }
 
-// ready waits up to 20 s for rnacos to answer, its admin login included.
+// ready waits up to 20 s for rnacos to answer without a login, then for its admin login.
 func (n *rnacos) ready() error {
-	up, last := false, fmt.Errorf("no answer")
 	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if !up {
-			if last = n.answers(); last == nil {
-				up = true
-				if len(n.auth) == 2 {
-					// The admin user is created through raft shortly after start.
-					time.Sleep(500 * time.Millisecond)
-				}
-			}
-		}
-		if up {
-			if len(n.auth) != 2 {
-				return nil
-			}
-			if _, last = n.hosts("nobody"); last == nil {
-				return nil
-			}
-			if strings.Contains(last.Error(), "Mailbox") {
-				return last
-			}
+	last := n.answers()
+	for last != nil && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		last = n.answers()
+	}
+	if last != nil || len(n.auth) != 2 {
+		return last
+	}
+	// The admin user is created through raft shortly after start.
+	time.Sleep(500 * time.Millisecond)
+	for {
+		_, last = n.hosts("nobody")
+		if last == nil || strings.Contains(last.Error(), "Mailbox") || time.Now().After(deadline) {
+			return last
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return last
 }
 
 // answers tells whether rnacos is up without a login: its HTTP port answers (with

@@ -32,27 +32,32 @@ async function startRnacos(t, auth) {
   }
   for (let start = 1; ; start++) {
     const nacos = await launchRnacos(t, bin, auth);
-    let up = false;
-    let last = 'no answer';
-    const deadline = Date.now() + 20_000;
-    while (Date.now() < deadline) {
-      try {
-        if (!up) {
-          await nacos.answers();
-          up = true;
-          // The admin user is created through raft shortly after start: give it a moment.
-          if (auth) await sleep(500);
-        }
-        if (auth) await nacos.hosts('nobody');
-        return nacos;
-      } catch (e) {
-        last = e.message;
-        if (/Mailbox/.test(last)) break;
-      }
-      await sleep(100);
-    }
+    const last = await ready(nacos, auth);
+    if (last === null) return nacos;
     nacos.stop();
     if (start === 3) throw new Error(`rnacos did not answer: ${last}`);
+  }
+}
+
+// null once rnacos answers without a login, then takes its admin login (20 s in all); else
+// what it last said.
+async function ready(nacos, auth) {
+  const deadline = Date.now() + 20_000;
+  const lastError = async (probe) => {
+    try { await probe(); return null; } catch (e) { return e.message; }
+  };
+  let last = await lastError(() => nacos.answers());
+  while (last !== null && Date.now() < deadline) {
+    await sleep(100);
+    last = await lastError(() => nacos.answers());
+  }
+  if (last !== null || !auth) return last;
+  // The admin user is created through raft shortly after start: give it a moment.
+  await sleep(500);
+  for (;;) {
+    last = await lastError(() => nacos.hosts('nobody'));
+    if (last === null || /Mailbox/.test(last) || Date.now() > deadline) return last;
+    await sleep(100);
   }
 }
 

@@ -67,28 +67,34 @@ class Rnacos:
                                         stdout=self.log, stderr=subprocess.STDOUT)
 
     def _ready(self):
-        """None once rnacos answers (its admin login included), else what it last said."""
-        up, last = False, "no answer"
+        """None once rnacos answers without a login, then takes its admin login (20 s in
+        all); else what it last said."""
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if not up:
-                    self._answers()
-                    up = True
-                    if self.auth:
-                        # The admin user is created through raft shortly after start.
-                        time.sleep(0.5)
-                if self.auth:
-                    self.hosts("nobody")
-                return None
-            except (OSError, ValueError, KeyError) as e:
-                last = str(e)
-                if isinstance(e, urllib.error.HTTPError):
-                    last += " " + e.read().decode(errors="replace")
-                if "Mailbox" in last:
-                    return last
+        last = self._last_error(self._answers)
+        while last is not None and time.monotonic() < deadline:
             time.sleep(0.1)
-        return last
+            last = self._last_error(self._answers)
+        if last is not None or not self.auth:
+            return last
+        # The admin user is created through raft shortly after start.
+        time.sleep(0.5)
+        while True:
+            last = self._last_error(lambda: self.hosts("nobody"))
+            if last is None or "Mailbox" in last or time.monotonic() > deadline:
+                return last
+            time.sleep(0.1)
+
+    @staticmethod
+    def _last_error(probe):
+        """None when `probe` succeeds, else what it failed with."""
+        try:
+            probe()
+            return None
+        except (OSError, ValueError, KeyError) as e:
+            said = str(e)
+            if isinstance(e, urllib.error.HTTPError):
+                said += " " + e.read().decode(errors="replace")
+            return said
 
     def _answers(self):
         """Up without a login: the HTTP port answers (with authentication on, any answer, a
