@@ -522,12 +522,17 @@ async fn a_child_trigger_of_a_skip_job_that_still_runs_is_recorded_skipped(backe
     .await;
     let parent = trigger(&b, "import", None).await;
     let parent = parent[0]["traceId"].as_str().unwrap().to_string();
-    let child = eventually(Duration::from_secs(10), "the child trigger", || async {
-        a.executions("report")
-            .await
-            .into_iter()
-            .find(|r| r["triggerType"] == "CHILD")
-    })
+    // The parent's SUCCESS writes the child's row PENDING; its admission then judges it.
+    let child = eventually(
+        Duration::from_secs(10),
+        "the child trigger judged",
+        || async {
+            a.executions("report")
+                .await
+                .into_iter()
+                .find(|r| r["triggerType"] == "CHILD" && r["status"] != "PENDING")
+        },
+    )
     .await;
     assert_eq!(child["status"], "SKIPPED", "{child}");
     assert_eq!(child["parentTraceId"], parent.as_str());
