@@ -5,10 +5,18 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use jobflow_executor::protocol::{
     DataRange, ExecutorRequest, ExecutorStatus, FinalStatus, ParsedResult, cancel_path, headers,
     parse_job_result, parse_status_answer, signature, status_path,
 };
+use tokio::time::{Instant, timeout_at};
 
 use crate::discovery::ExecutorInstance;
 use crate::jobs::log::LogBatch;
@@ -27,6 +35,10 @@ pub const STOP_WAIT: Duration = Duration::from_secs(15);
 /// The SDK stops a handler at `timeoutSeconds` and answers; the scheduler waits this much
 /// longer before it gives up on the answer, so the executor's own verdict normally wins.
 pub const ANSWER_GRACE: Duration = Duration::from_secs(5);
+/// How long a connection to an executor may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// An idle pooled connection is closed after this long.
+const POOL_IDLE: Duration = Duration::from_secs(30);
 
 /// What one call came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,10 +90,27 @@ impl Probe {
 }
 
 /// Sends calls, status probes and cancel requests, signed when a secret is configured.
+///
+/// Plain HTTP/1.1 through hyper's pooled client: executors are reached by address inside the
+/// service network, so there is no TLS, redirect or proxy to follow, and at thousands of calls
+/// a second what a general-purpose client adds per call is CPU the fire path does not have
+/// (docs/benchmarks.md, "What one call costs the client").
 pub struct ExecutorClient {
-    http: reqwest::Client,
+    http: Client<HttpConnector, Full<Bytes>>,
     path_prefix: String,
     secret: Option<Vec<u8>>,
+}
+
+/// Why an exchange with an executor gave no answer.
+enum Failure {
+    /// The connection could not be made.
+    Connect(String),
+    /// The deadline passed before the answer was read in full.
+    Timeout,
+    /// The request failed after the connection was made.
+    Send(String),
+    /// The answer's body could not be read.
+    Read(String),
 }
 
 impl ExecutorClient {
@@ -95,12 +124,13 @@ impl ExecutorClient {
     }
 
     pub fn new(path_prefix: String, secret: Option<Vec<u8>>) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(3))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("jobflow/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_nodelay(true);
+        let http = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_timer(TokioTimer::new())
+            .build(connector);
         Ok(Self {
             http,
             path_prefix,
@@ -114,24 +144,45 @@ impl ExecutorClient {
         instance.path_prefix.as_deref().unwrap_or(&self.path_prefix)
     }
 
-    fn signed(
+    /// A request to `path` on `instance` for `trace_id`, with the headers every request
+    /// carries: the user agent, the trace id, and the signature when a secret is configured.
+    fn request(
         &self,
-        req: reqwest::RequestBuilder,
-        method: &str,
+        method: Method,
+        instance: &ExecutorInstance,
         path: &str,
         trace_id: &str,
         body: &[u8],
-    ) -> reqwest::RequestBuilder {
-        let req = req.header(headers::TRACE_ID, trace_id);
+    ) -> hyper::http::request::Builder {
+        let req = Request::builder()
+            .method(method.clone())
+            .uri(format!("http://{}{path}", instance.addr))
+            .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
+            .header(headers::TRACE_ID, trace_id);
         match &self.secret {
             Some(secret) => {
                 let ts = Utc::now().timestamp();
                 req.header(headers::TIMESTAMP, ts).header(
                     headers::SIGNATURE,
-                    signature(secret, method, path, ts, trace_id, body),
+                    signature(secret, method.as_str(), path, ts, trace_id, body),
                 )
             }
             None => req,
+        }
+    }
+
+    /// Sends `req` and waits for its answer's status until `deadline`.
+    async fn send(
+        &self,
+        req: Result<Request<Full<Bytes>>, hyper::http::Error>,
+        deadline: Instant,
+    ) -> Result<Response<Incoming>, Failure> {
+        let req = req.map_err(|e| Failure::Send(error_chain(&e)))?;
+        match timeout_at(deadline, self.http.request(req)).await {
+            Err(_) => Err(Failure::Timeout),
+            Ok(Err(e)) if e.is_connect() => Err(Failure::Connect(error_chain(&e))),
+            Ok(Err(e)) => Err(Failure::Send(error_chain(&e))),
+            Ok(Ok(resp)) => Ok(resp),
         }
     }
 
@@ -144,18 +195,15 @@ impl ExecutorClient {
         namespace: Option<&str>,
         request: &ExecutorRequest,
     ) -> CallOutcome {
-        let addr = instance.addr.as_str();
-        let url = format!("http://{addr}{}/{handler}", self.prefix(instance));
-        let path = &url["http://".len() + addr.len()..];
+        let path = format!("{}/{handler}", self.prefix(instance));
         let body = serde_json::to_vec(request).expect("request serialises");
         let r = request;
         let timeout = Duration::from_secs(r.timeout_seconds as u64) + ANSWER_GRACE;
+        let deadline = Instant::now() + timeout;
         let span_id: u64 = rand::random::<u64>() | 1;
         let req = self
-            .http
-            .post(url.as_str())
-            .timeout(timeout)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .request(Method::POST, instance, &path, &r.trace_id, &body)
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(headers::SHARD_START, r.shard_start)
             .header(headers::SHARD_END, r.shard_end)
             .header(headers::SHARD_COUNT, r.shard_count)
@@ -178,21 +226,22 @@ impl ExecutorClient {
             Some(ns) => req.header(headers::JOB_NAMESPACE, ns),
             None => req,
         };
-        let req = self.signed(req, "POST", path, &r.trace_id, &body);
         let no_answer =
             || CallOutcome::NoAnswer(format!("no answer within {}s", timeout.as_secs()));
-        let resp = match req.body(body).send().await {
+        let resp = match self.send(req.body(Full::from(body)), deadline).await {
             Ok(resp) => resp,
-            Err(e) if e.is_connect() => return CallOutcome::Unreachable(error_chain(&e)),
-            Err(e) if e.is_timeout() => return no_answer(),
-            Err(e) => return failed(format!("request failed: {}", error_chain(&e))),
+            Err(Failure::Connect(e)) => return CallOutcome::Unreachable(e),
+            Err(Failure::Timeout) => return no_answer(),
+            Err(Failure::Send(e) | Failure::Read(e)) => {
+                return failed(format!("request failed: {e}"));
+            }
         };
         let status = resp.status();
-        if status == reqwest::StatusCode::ACCEPTED {
+        if status == StatusCode::ACCEPTED {
             return CallOutcome::Accepted;
         }
         let status_code = status.as_u16();
-        match read_bounded(resp).await {
+        match read_bounded(resp, deadline).await {
             Ok(text) => match parse_job_result(status_code, &text) {
                 ParsedResult::Accepted => CallOutcome::Accepted,
                 ParsedResult::Finished {
@@ -206,8 +255,10 @@ impl ExecutorClient {
                     log: carried_log(status_code, &text),
                 },
             },
-            Err(e) if e.is_timeout() => no_answer(),
-            Err(e) => failed(format!("reading the response failed: {}", error_chain(&e))),
+            Err(Failure::Timeout) => no_answer(),
+            Err(Failure::Connect(e) | Failure::Send(e) | Failure::Read(e)) => {
+                failed(format!("reading the response failed: {e}"))
+            }
         }
     }
 
@@ -220,12 +271,8 @@ impl ExecutorClient {
         since: DateTime<Utc>,
     ) -> Probe {
         let path = status_path(self.prefix(instance), trace_id);
-        let req = self
-            .http
-            .get(format!("http://{}{path}", instance.addr))
-            .timeout(PROBE_TIMEOUT);
-        let req = self.signed(req, "GET", &path, trace_id, b"");
-        probe(req, since).await
+        let req = self.request(Method::GET, instance, &path, trace_id, b"");
+        self.probe(req, PROBE_TIMEOUT, since).await
     }
 
     /// `POST {prefix}/cancel/{traceId}`: asks the executor to stop `trace_id`.
@@ -236,14 +283,39 @@ impl ExecutorClient {
         since: DateTime<Utc>,
     ) -> Probe {
         let path = cancel_path(self.prefix(instance), trace_id);
-        let req = self
-            .http
-            .post(format!("http://{}{path}", instance.addr))
-            .timeout(STOP_WAIT);
-        let req = self.signed(req, "POST", &path, trace_id, b"");
-        probe(req, since).await
+        let req = self.request(Method::POST, instance, &path, trace_id, b"");
+        self.probe(req, STOP_WAIT, since).await
+    }
+
+    async fn probe(
+        &self,
+        req: hyper::http::request::Builder,
+        timeout: Duration,
+        since: DateTime<Utc>,
+    ) -> Probe {
+        let deadline = Instant::now() + timeout;
+        let unreachable = |why: Failure| {
+            Probe::Unreachable(match why {
+                Failure::Timeout => format!("no answer within {}s", timeout.as_secs()),
+                Failure::Connect(e) | Failure::Send(e) | Failure::Read(e) => e,
+            })
+        };
+        let resp = match self.send(req.body(Full::default()), deadline).await {
+            Ok(r) => r,
+            Err(why) => return unreachable(why),
+        };
+        let code = resp.status();
+        if code.is_server_error() {
+            return Probe::Unreachable(format!("HTTP {}", code.as_u16()));
+        }
+        match read_bounded(resp, deadline).await {
+            Ok(text) => classify_probe(code.as_u16(), &text, since),
+            Err(why) => unreachable(why),
+        }
     }
 }
+
+const USER_AGENT_VALUE: &str = concat!("jobflow/", env!("CARGO_PKG_VERSION"));
 
 /// The body of the call for execution `e` of `job`, reporting to `report_url`. The row's own
 /// `jobParams` (a manual trigger's, carried by its retries) win over the job's.
@@ -271,22 +343,6 @@ pub fn executor_request(e: &Execution, job: &JobDefinition, report_url: String) 
         shard_items: spec.shard_params.items_in(e.shard_start, e.shard_end),
         report_url,
     }
-}
-
-async fn probe(req: reqwest::RequestBuilder, since: DateTime<Utc>) -> Probe {
-    let resp = match req.send().await {
-        Ok(r) => r,
-        Err(e) => return Probe::Unreachable(error_chain(&e)),
-    };
-    let code = resp.status();
-    if code.is_server_error() {
-        return Probe::Unreachable(format!("HTTP {}", code.as_u16()));
-    }
-    let text = match read_bounded(resp).await {
-        Ok(t) => t,
-        Err(e) => return Probe::Unreachable(error_chain(&e)),
-    };
-    classify_probe(code.as_u16(), &text, since)
 }
 
 /// Classifies a status or cancel answer (read by the SDK's shared parser); see [`Probe`].
@@ -348,17 +404,28 @@ fn failed(error: String) -> CallOutcome {
     }
 }
 
-/// Reads at most `MAX_RESPONSE_BYTES` of the body, however much the executor sends.
-async fn read_bounded(mut resp: reqwest::Response) -> Result<String, reqwest::Error> {
-    let mut buf = Vec::new();
-    while let Some(chunk) = resp.chunk().await? {
-        let room = MAX_RESPONSE_BYTES - buf.len();
-        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if buf.len() >= MAX_RESPONSE_BYTES {
-            break;
+/// Reads at most `MAX_RESPONSE_BYTES` of the body until `deadline`, however much the executor
+/// sends.
+async fn read_bounded(resp: Response<Incoming>, deadline: Instant) -> Result<String, Failure> {
+    let read = async {
+        let mut body = resp.into_body();
+        let mut buf = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| Failure::Read(error_chain(&e)))?;
+            let Some(chunk) = frame.data_ref() else {
+                continue;
+            };
+            let room = MAX_RESPONSE_BYTES - buf.len();
+            buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if buf.len() >= MAX_RESPONSE_BYTES {
+                break;
+            }
         }
-    }
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    };
+    timeout_at(deadline, read)
+        .await
+        .unwrap_or(Err(Failure::Timeout))
 }
 
 /// An error with its causes, `: `-separated (HTTP clients' own text names the request only).
@@ -377,6 +444,195 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
     use ExecutionStatus::Success;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    fn instance(addr: std::net::SocketAddr) -> ExecutorInstance {
+        ExecutorInstance {
+            addr: crate::jobs::InstanceAddr::parse(&addr.to_string()).unwrap(),
+            path_prefix: None,
+        }
+    }
+
+    fn request() -> ExecutorRequest {
+        ExecutorRequest {
+            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+            execution_id: "bericht-ü:20260101030000:0-1".into(),
+            job_name: "bericht-ü".into(),
+            handler: "h".into(),
+            trigger_type: "CRON".into(),
+            fire_time: "2026-01-01T03:00:00Z".parse().unwrap(),
+            shard_start: 0,
+            shard_end: 1,
+            shard_count: 4,
+            shard_strategy: "MOD_HASH".into(),
+            retry_count: 2,
+            timeout_seconds: 0,
+            job_params: None,
+            data_range: None,
+            shard_items: None,
+            report_url: "http://127.0.0.1:1/r".into(),
+        }
+    }
+
+    /// Reads one request (its head, then the body its `content-length` names).
+    async fn read_request(conn: &mut TcpStream) -> (String, Vec<u8>) {
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = conn.read(&mut buf).await.unwrap();
+            raw.extend_from_slice(&buf[..n]);
+            let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8(raw[..end].to_vec()).unwrap();
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_string)
+                })
+                .map_or(0, |n| n.parse::<usize>().unwrap());
+            if raw.len() >= end + 4 + len {
+                return (head, raw[end + 4..end + 4 + len].to_vec());
+            }
+        }
+    }
+
+    /// An executor that answers one request with `answer` and hands the request back.
+    async fn answering(
+        answer: &'static [u8],
+    ) -> (ExecutorInstance, tokio::task::JoinHandle<(String, Vec<u8>)>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = instance(listener.local_addr().unwrap());
+        let served = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let request = read_request(&mut conn).await;
+            conn.write_all(answer).await.unwrap();
+            request
+        });
+        (at, served)
+    }
+
+    fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+        head.lines().skip(1).find_map(|l| {
+            let (n, v) = l.split_once(": ")?;
+            n.eq_ignore_ascii_case(name).then_some(v)
+        })
+    }
+
+    #[tokio::test]
+    async fn a_call_carries_the_protocols_headers_body_and_signature() {
+        let (at, served) = answering(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 31\r\n\r\n{\"success\":true,\"message\":\"ok\"}",
+        )
+        .await;
+        let client = ExecutorClient::new("/jobs".into(), Some(b"s3cret".to_vec())).unwrap();
+        let outcome = client.call(&at, "h", Some("team-a"), &request()).await;
+        assert_eq!(
+            outcome,
+            CallOutcome::Finished {
+                status: Success,
+                message: Some("ok".into()),
+                error: None,
+                log: None
+            }
+        );
+        let (head, body) = served.await.unwrap();
+        assert_eq!(head.lines().next(), Some("POST /jobs/h HTTP/1.1"));
+        let r = request();
+        let want = [
+            (headers::TRACE_ID, r.trace_id.as_str()),
+            (headers::SHARD_START, "0"),
+            (headers::SHARD_END, "1"),
+            (headers::SHARD_COUNT, "4"),
+            (headers::SHARD_STRATEGY, "MOD_HASH"),
+            (headers::JOB_NAME, "bericht-%C3%BC"),
+            (headers::JOB_NAMESPACE, "team-a"),
+            (headers::EXECUTION_ID, "bericht-%C3%BC:20260101030000:0-1"),
+            (headers::FIRE_TIME, "2026-01-01T03:00:00Z"),
+            (headers::RETRY_COUNT, "2"),
+            ("content-type", "application/json"),
+            ("user-agent", USER_AGENT_VALUE),
+            ("host", at.addr.as_str()),
+        ];
+        for (name, value) in want {
+            assert_eq!(header(&head, name), Some(value), "{name} in {head}");
+        }
+        let traceparent = header(&head, headers::TRACEPARENT).unwrap();
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        assert_eq!(
+            (parts[0], parts[1], parts[3]),
+            ("00", r.trace_id.as_str(), "01")
+        );
+        assert_eq!(parts[2].len(), 16, "{traceparent}");
+        assert_eq!(serde_json::from_slice::<ExecutorRequest>(&body).unwrap(), r);
+        let ts: i64 = header(&head, headers::TIMESTAMP).unwrap().parse().unwrap();
+        assert_eq!(
+            header(&head, headers::SIGNATURE),
+            Some(signature(b"s3cret", "POST", "/jobs/h", ts, &r.trace_id, &body).as_str())
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_read_to_its_bound_and_no_further() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = instance(listener.local_addr().unwrap());
+        // A body that never ends: the call returns once it has read its bound.
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            read_request(&mut conn).await;
+            let head = b"HTTP/1.1 500 Internal Server Error\r\ntransfer-encoding: chunked\r\n\r\n";
+            conn.write_all(head).await.unwrap();
+            let chunk = format!("4000\r\n{}\r\n", "x".repeat(0x4000));
+            while conn.write_all(chunk.as_bytes()).await.is_ok() {}
+        });
+        let client = ExecutorClient::new(String::new(), None).unwrap();
+        let CallOutcome::Finished { status, error, .. } =
+            client.call(&at, "h", None, &request()).await
+        else {
+            panic!("a verdict, not a wait for the end of the body");
+        };
+        assert_eq!(status, ExecutionStatus::Failed);
+        assert!(error.unwrap().starts_with("HTTP 500: xxx"));
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable_and_a_5xx_probe_too() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let closed = instance(listener.local_addr().unwrap());
+        drop(listener);
+        let client = ExecutorClient::new(String::new(), None).unwrap();
+        let outcome = client.call(&closed, "h", None, &request()).await;
+        assert!(
+            matches!(outcome, CallOutcome::Unreachable(_)),
+            "{outcome:?}"
+        );
+        let since = Utc::now();
+        let probe = client.status(&closed, "t", since).await;
+        assert!(matches!(probe, Probe::Unreachable(_)), "{probe:?}");
+
+        let (at, served) =
+            answering(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n").await;
+        let probe = client.cancel(&at, "t-1", since).await;
+        assert_eq!(probe, Probe::Unreachable("HTTP 503".into()));
+        let (head, _) = served.await.unwrap();
+        assert_eq!(head.lines().next(), Some("POST /cancel/t-1 HTTP/1.1"));
+    }
+
+    #[tokio::test]
+    async fn a_status_probe_reads_the_executors_answer() {
+        let (at, served) = answering(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 69\r\n\r\n{\"traceId\":\"t\",\"status\":\"RUNNING\",\"startedAt\":\"2026-01-01T00:00:00Z\"}",
+        )
+        .await;
+        let client = ExecutorClient::new("/jobs".into(), None).unwrap();
+        assert_eq!(client.status(&at, "t", Utc::now()).await, Probe::Running);
+        let (head, body) = served.await.unwrap();
+        assert_eq!(head.lines().next(), Some("GET /jobs/status/t HTTP/1.1"));
+        assert!(body.is_empty());
+    }
 
     #[test]
     fn a_probe_tells_never_had_it_from_restarted() {
