@@ -1,6 +1,6 @@
 //! The floor: the same calls with nothing in the way. A process of its own (this binary as
-//! `floor-sender`) sends N POSTs at each second boundary with reqwest, JobFlow's HTTP client
-//! (`--client hyper`: with hyper's own client, to price what reqwest adds), carrying the
+//! `floor-sender`) sends N POSTs at each second boundary with hyper's pooled client, JobFlow's
+//! executor client (`--client reqwest`: with reqwest, to price what it adds), carrying the
 //! headers and a body like JobFlow's, at most 256 at a time (JobFlow's default
 //! `executor.max_in_flight`), to the recording executor every scheduler here is measured
 //! with. Its delays are what HTTP alone costs on this machine: every scheduler's figure has
@@ -111,9 +111,9 @@ pub async fn sender(a: &Args) {
     tokio::time::sleep(Duration::from_secs(3)).await;
 }
 
-/// The sender's HTTP client: reqwest (JobFlow's) or hyper's own (`hyper-util`'s
-/// `legacy::Client`, under reqwest in JobFlow's tree), each with its pool kept at the calls
-/// in flight.
+/// The sender's HTTP client: hyper's own (`hyper-util`'s `legacy::Client`, JobFlow's executor
+/// client) or reqwest (JobFlow's other clients), each with its pool kept at the calls in
+/// flight.
 #[derive(Clone)]
 enum Client {
     Reqwest(reqwest::Client),

@@ -11,7 +11,7 @@
 //! cargo bench --bench scheduler -- cluster --instances 3 --strategy rendezvous --jobs 300
 //! cargo bench --bench scheduler -- peer-tcs --jobs 1000
 //! cargo bench --bench scheduler -- peer-ratchjob --jobs 1000 [--shards 10] [--seconds 300]
-//! cargo bench --bench scheduler -- floor --jobs 1000 [--client hyper]
+//! cargo bench --bench scheduler -- floor --jobs 1000 [--client reqwest]
 //! cargo bench --bench scheduler -- retention --rows 10000000 --jobs 1000 --seconds 60 --pairs 3 [--buffer-pool-mib 6144]
 //! cargo bench --bench scheduler -- search --rows 20000000 --jobs 1000 --runs 20 [--buffer-pool-mib 6144]
 //! ```
@@ -41,7 +41,7 @@
 //! - peer-ratchjob: the one-second schedule fired by ratchjob (`cargo install ratchjob`) at an
 //!   XXL-JOB-protocol executor.
 //! - floor: the same calls sent at each second boundary by a process doing nothing else
-//!   (reqwest, JobFlow's client; `--client hyper`: hyper's own), the limit every figure is
+//!   (hyper's client, JobFlow's; `--client reqwest`: reqwest), the limit every figure is
 //!   compared with.
 
 mod cluster;
@@ -87,7 +87,7 @@ pub struct Args {
     pub overlap: String,
     /// precision: executors built on the Rust SDK whose handlers log this many lines.
     pub log_lines: Option<usize>,
-    /// floor: the HTTP client that sends the calls, `reqwest` (JobFlow's) or `hyper`.
+    /// floor: the HTTP client that sends the calls, `hyper` (JobFlow's) or `reqwest`.
     pub client: String,
 }
 
@@ -111,7 +111,7 @@ fn args() -> Args {
         buffer_pool_mib: None,
         overlap: "ALLOW".into(),
         log_lines: None,
-        client: "reqwest".into(),
+        client: "hyper".into(),
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
