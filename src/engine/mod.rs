@@ -215,9 +215,18 @@ impl Engine {
                 }
                 Some(owed) = self.owed.recv() => {
                     // Applied after a reload: an instant withdrawn because its job changed is
-                    // owed under the definition the reload brings.
+                    // owed under the definition the reload brings. Every instant owed so far
+                    // goes to that one reload, which comes at once while the database
+                    // answers; while it does not (the fires could not be recorded), they
+                    // wait for the next refresh, which probes it: a reload per owed instant
+                    // would hammer a failing database and log each failure.
                     owed_back.push(owed);
-                    next_refresh = Instant::now();
+                    while let Ok(more) = self.owed.try_recv() {
+                        owed_back.push(more);
+                    }
+                    if self.database.answering() {
+                        next_refresh = Instant::now();
+                    }
                 }
                 _ = self.job_changes.notified() => {
                     // Changes arrive in bursts (an import, a script): coalesce them into one

@@ -18,6 +18,9 @@
 //! 3. The first refresh that reads the database again steps it back: it rejoins the list and
 //!    takes its share back, as a starting instance does.
 //! 4. `0` never steps aside.
+//! 5. While the last refresh failed, instants owed back to the engine (fires that could not
+//!    be recorded) wait for the next refresh instead of calling one at once: the database is
+//!    probed once a refresh, however many fires failed.
 //!
 //! Fires it claimed before the fault stay its own: they are recorded, and the compensation
 //! leader calls them once their lease has run out, as for an instance that died. Every fire
@@ -45,6 +48,8 @@ pub struct DatabaseWatch {
     after: Option<Duration>,
     last_answer: Instant,
     aside: bool,
+    /// Whether the last refresh read the database.
+    answering: bool,
 }
 
 impl DatabaseWatch {
@@ -55,17 +60,25 @@ impl DatabaseWatch {
             after: (!after.is_zero()).then_some(after),
             last_answer: now,
             aside: false,
+            answering: true,
         }
+    }
+
+    /// Whether the last refresh read the database (the load at the start counts as one).
+    pub fn answering(&self) -> bool {
+        self.answering
     }
 
     /// A refresh read the database at `now`.
     pub fn answered(&mut self, now: Instant) -> Option<Standing> {
         self.last_answer = now;
+        self.answering = true;
         std::mem::take(&mut self.aside).then_some(Standing::Back)
     }
 
     /// A refresh failed at `now`.
     pub fn failed(&mut self, now: Instant) -> Option<Standing> {
+        self.answering = false;
         let after = self.after?;
         if self.aside || now.saturating_duration_since(self.last_answer) < after {
             return None;
@@ -128,6 +141,22 @@ mod tests {
         assert_eq!(w.answered(at(t0, 10_000)), None);
         assert_eq!(w.failed(at(t0, 11_000)), None);
         assert_eq!(w.failed(at(t0, 13_000)), Some(Standing::Aside));
+    }
+
+    #[test]
+    fn answering_is_what_the_last_refresh_found() {
+        let t0 = Instant::now();
+        let mut w = DatabaseWatch::new(AFTER, t0);
+        assert!(w.answering(), "the load at the start read the database");
+        w.failed(at(t0, 1000));
+        assert!(!w.answering());
+        w.failed(at(t0, 4000));
+        assert!(!w.answering(), "aside or not");
+        w.answered(at(t0, 5000));
+        assert!(w.answering());
+        let mut never = DatabaseWatch::new(Duration::ZERO, t0);
+        never.failed(at(t0, 1000));
+        assert!(!never.answering(), "also when it never steps aside");
     }
 
     #[test]

@@ -286,7 +286,7 @@ async fn start_scheduler(
         .env("JOBFLOW__LOG__FORMAT", "json")
         .env("JOBFLOW__LOG__LEVEL", "warn")
         .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("jobflow.log")).unwrap())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -528,7 +528,8 @@ async fn kill_9_mid_burst_loses_and_doubles_nothing() {
 
 /// The database cut for two seconds in the middle of a burst: fires that could not be recorded
 /// follow the misfire policy (the latest is caught up once), nothing recorded is lost or run
-/// twice, and every row ends final.
+/// twice, every row ends final, and the engine probes the database once a job refresh while it
+/// is cut, not once per fire it could not record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_cut_mid_burst_strands_nothing() {
     let seed = seeds()[0];
@@ -567,6 +568,55 @@ async fn database_cut_mid_burst_strands_nothing() {
     v.doubled.extend(recorded.doubled);
     v.overlapping.extend(recorded.overlapping);
     report("database cut for 2 s mid-burst", seed, &v);
+}
+
+/// The database answering the fire path's statements with an error for 2.5 s, from before a
+/// burst is claimed to its instant (its tables gone, as a Galera node outside the Primary
+/// component answers every statement with 1047): the fires it refused follow the misfire
+/// policy, nothing is doubled, the next burst is delivered in full, and the engine asks the
+/// database once a job refresh (1 s) meanwhile, not once per refused fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_refusing_every_statement_is_asked_once_a_refresh() {
+    let db = TestDb::create(Backend::MySql).await;
+    let ex = Executor::default();
+    let running = ex.start(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_scheduler(dir.path(), &db.url, &running.addr, free_port()).await;
+    create_jobs(&s.addr, 30, 3).await;
+    let burst = next_burst(chrono::Duration::seconds(4));
+    let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let hide_at = burst - chrono::Duration::milliseconds(2500);
+    sleep_until(hide_at).await;
+    sqlx::query("RENAME TABLE job_fire TO job_fire_hidden, job_revision TO job_revision_hidden")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sleep_until(burst).await;
+    sqlx::query("RENAME TABLE job_fire_hidden TO job_fire, job_revision_hidden TO job_revision")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let last = burst + chrono::Duration::seconds(PERIOD);
+    sleep_until(last + chrono::Duration::seconds(1)).await;
+    settled(&db.url, Duration::from_secs(60)).await;
+    drop(s);
+    let log = std::fs::read_to_string(dir.path().join("jobflow.log")).unwrap();
+    let refused = log.matches("could not record due fires").count();
+    let failed_reloads = log.matches("cannot read jobs").count();
+    eprintln!("{refused} batches of fires refused, {failed_reloads} failed job reloads in 2.5 s");
+    assert!(
+        refused > 0,
+        "the burst was recorded before the tables went: no fault"
+    );
+    assert!(
+        failed_reloads <= 4,
+        "{failed_reloads} failed job reloads in 2.5 s: the database was asked once per refused fire"
+    );
+    let mut v = check(&db.url, &ex.runs(), last, last, hide_at).await;
+    let refused_burst = check(&db.url, &ex.runs(), burst, burst, hide_at).await;
+    v.doubled.extend(refused_burst.doubled);
+    v.overlapping.extend(refused_burst.overlapping);
+    report("database refusing statements for 2.5 s", 0, &v);
 }
 
 /// The executor killed while calls are in flight and back a second later: the lost runs fail
