@@ -216,10 +216,8 @@ impl Engine {
                 Some(owed) = self.owed.recv() => {
                     // Applied after a reload: an instant withdrawn because its job changed is
                     // owed under the definition the reload brings. Every instant owed so far
-                    // goes to that one reload, which comes at once while the database
-                    // answers; while it does not (the fires could not be recorded), they
-                    // wait for the next refresh, which probes it: a reload per owed instant
-                    // would hammer a failing database and log each failure.
+                    // goes to one reload: at once while the database answers, at the next
+                    // refresh while it does not (rule 5 of `standing.rs`).
                     owed_back.push(owed);
                     while let Ok(more) = self.owed.try_recv() {
                         owed_back.push(more);

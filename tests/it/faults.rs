@@ -528,8 +528,7 @@ async fn kill_9_mid_burst_loses_and_doubles_nothing() {
 
 /// The database cut for two seconds in the middle of a burst: fires that could not be recorded
 /// follow the misfire policy (the latest is caught up once), nothing recorded is lost or run
-/// twice, every row ends final, and the engine probes the database once a job refresh while it
-/// is cut, not once per fire it could not record.
+/// twice, and every row ends final.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_cut_mid_burst_strands_nothing() {
     let seed = seeds()[0];
