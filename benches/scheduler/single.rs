@@ -7,8 +7,9 @@ use chrono::{DateTime, SubsecRound, Timelike, Utc};
 use crate::Args;
 use crate::support::{
     Database, DelayStats, Jobflow, SDK_SECRET, api_reads_line, create_jobs, database_pid,
-    log_table_bytes, metric_sum, own_cpu, percentile, proc_usage, read_api_until, record,
-    record_precision, recorder, sdk_recorder, server_counters,
+    database_reads_line, log_table_bytes, metric_sum, own_cpu, percentile, proc_usage,
+    read_api_until, read_database_until, record, record_precision, recorder, sdk_recorder,
+    server_counters,
 };
 
 /// CPU seconds of JobFlow, the database server and the benchmark process (the executor).
@@ -80,6 +81,7 @@ pub async fn precision(a: &Args) {
         None => None,
     };
     let reads = tokio::spawn(read_api_until(jf.api.clone(), to));
+    let database_reads = tokio::spawn(read_database_until(db.url.clone(), to));
     sleep_until(to).await;
     let cpu = Cpu::read(jf.pid(), db_pid).per_second_since(&cpu0, a.seconds as f64);
     let counters1 = match &db.server {
@@ -160,6 +162,7 @@ pub async fn precision(a: &Args) {
     }
     let reads = reads.await.unwrap();
     println!("{}", api_reads_line(&reads));
+    println!("{}", database_reads_line(&database_reads.await.unwrap()));
     record_precision(
         a,
         "JobFlow",

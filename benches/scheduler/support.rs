@@ -321,22 +321,59 @@ pub struct ApiRead {
 }
 
 /// An operator reading the API while a run goes on: a job, its executions, the job list, one
-/// after the other every 50 ms until `stop`; every answer, slowest last.
+/// after the other every 50 ms until `stop`; every answer, slowest last. The operator runs on
+/// a thread and runtime of its own, as a browser would be a process of its own: on the
+/// harness's runtime its answers would wait behind the recording executor's tasks (10,000
+/// calls a second at the largest size), and the figure would be the harness's queue.
 pub async fn read_api_until(api: String, stop: DateTime<Utc>) -> Vec<ApiRead> {
+    apart("api-operator", move || operator_reads(api, stop)).await
+}
+
+/// What `work` comes to, run on a thread and current-thread runtime of its own.
+async fn apart<T, F>(name: &str, work: impl FnOnce() -> F + Send + 'static) -> T
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = T>,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime of its own");
+            let _ = tx.send(rt.block_on(work()));
+        })
+        .expect("a thread of its own");
+    rx.await.expect("the work apart ended")
+}
+
+async fn operator_reads(api: String, stop: DateTime<Utc>) -> Vec<ApiRead> {
     let client = reqwest::Client::new();
-    let mut took = Vec::new();
-    for (i, path) in API_READS.iter().enumerate().cycle() {
-        let sent = Utc::now();
-        if sent >= stop {
-            break;
-        }
-        let start = Instant::now();
+    in_turn_until(stop, async |i| {
+        let path = API_READS[i];
         let ok = client
             .get(format!("http://{api}{path}"))
             .send()
             .await
             .is_ok_and(|r| r.status().is_success());
         assert!(ok, "GET {path} failed during the run");
+    })
+    .await
+}
+
+/// Reads path 0, 1, 2 of [`API_READS`] in turn with `read`, 50 ms apart, until `stop`; how
+/// long each took, slowest last.
+async fn in_turn_until(stop: DateTime<Utc>, mut read: impl AsyncFnMut(usize)) -> Vec<ApiRead> {
+    let mut took = Vec::new();
+    for i in (0..API_READS.len()).cycle() {
+        let sent = Utc::now();
+        if sent >= stop {
+            break;
+        }
+        let start = Instant::now();
+        read(i).await;
         took.push(ApiRead {
             path: i,
             sent_ms: sent.timestamp_subsec_millis(),
@@ -348,9 +385,81 @@ pub async fn read_api_until(api: String, stop: DateTime<Utc>) -> Vec<ApiRead> {
     took
 }
 
+/// The statements JobFlow's store sends for each path of [`API_READS`] (`SqlStore::get_job`,
+/// `list_executions`, `list_jobs` in the default namespace), literals in place of binds.
+const DATABASE_READS: [&[&str]; API_READS.len()] = [
+    &["SELECT * FROM job_definition WHERE name = 'bench-000001'"],
+    &[
+        "SELECT COUNT(*) FROM job_execution WHERE job_name = 'bench-000002'",
+        "SELECT * FROM job_execution WHERE job_name = 'bench-000002' \
+         ORDER BY trigger_time DESC, id DESC LIMIT 20 OFFSET 0",
+    ],
+    &[
+        "SELECT COUNT(*) FROM job_definition WHERE 1 = 1 AND namespace = 'default'",
+        "SELECT * FROM job_definition WHERE 1 = 1 AND namespace = 'default' \
+         ORDER BY name LIMIT 20 OFFSET 0",
+    ],
+];
+
+/// The API reads' floor: the statements behind each of [`API_READS`], sent straight to the
+/// database by a client of its own (a thread and connection of its own, no JobFlow in the
+/// way), on the same rhythm and in the same window. What the database alone answers on the
+/// busy box bounds what any API in front of it can.
+pub async fn read_database_until(url: String, stop: DateTime<Utc>) -> Vec<ApiRead> {
+    apart("db-operator", move || database_reads(url, stop)).await
+}
+
+/// One connection to the benchmark's database, either kind.
+enum Reader {
+    MySql(sqlx::MySqlConnection),
+    Sqlite(sqlx::SqliteConnection),
+}
+
+impl Reader {
+    async fn connect(url: &str) -> Self {
+        use sqlx::ConnectOptions;
+        if url.starts_with("sqlite:") {
+            let opts: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+            Self::Sqlite(opts.read_only(true).connect().await.unwrap())
+        } else {
+            Self::MySql(sqlx::MySqlConnection::connect(url).await.unwrap())
+        }
+    }
+
+    async fn read(&mut self, statement: &'static str) {
+        let rows = match self {
+            Self::MySql(c) => sqlx::raw_sql(statement).fetch_all(c).await.map(|r| r.len()),
+            Self::Sqlite(c) => sqlx::raw_sql(statement).fetch_all(c).await.map(|r| r.len()),
+        };
+        assert!(rows.is_ok_and(|n| n > 0), "{statement} read nothing");
+    }
+}
+
+async fn database_reads(url: String, stop: DateTime<Utc>) -> Vec<ApiRead> {
+    let mut reader = Reader::connect(&url).await;
+    in_turn_until(stop, async |i| {
+        for statement in DATABASE_READS[i] {
+            reader.read(statement).await;
+        }
+    })
+    .await
+}
+
 /// The line the benchmark prints for the reads of [`read_api_until`]: all of them, each path,
 /// and the slowest five with when in their second they were sent.
 pub fn api_reads_line(reads: &[ApiRead]) -> String {
+    reads_line("API reads during the window", reads)
+}
+
+/// The same for [`read_database_until`]'s reads.
+pub fn database_reads_line(reads: &[ApiRead]) -> String {
+    reads_line(
+        "the same reads straight from the database, no JobFlow in the way",
+        reads,
+    )
+}
+
+fn reads_line(title: &str, reads: &[ApiRead]) -> String {
     let summary = |v: Vec<f64>| {
         format!(
             "{}, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
@@ -361,7 +470,7 @@ pub fn api_reads_line(reads: &[ApiRead]) -> String {
         )
     };
     let mut line = format!(
-        "API reads during the window: {}",
+        "{title}: {}",
         summary(reads.iter().map(|r| r.took_ms).collect())
     );
     for (i, path) in API_READS.iter().enumerate() {
