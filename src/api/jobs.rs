@@ -408,6 +408,13 @@ async fn patch_job(
 ) -> Result<axum::Json<JobView>, ApiError> {
     save_over(&state, &scope, &name, |current| {
         let mut doc = request_document(current);
+        // Every field of a job's request is in its document, null or not: a member the
+        // document lacks is no field of a job. Named even when it is null, which a merge
+        // patch would otherwise take as the removal of nothing: a misspelt `"cronn": null`
+        // is refused, not answered 200 with nothing changed.
+        if let Some(unknown) = patch.keys().find(|k| doc.get(k.as_str()).is_none()) {
+            return Err(ApiError::field(unknown, "unknown field"));
+        }
         merge_patch(&mut doc, &Value::Object(patch.clone()));
         forget_other_schedule_fields(&mut doc, current, &patch);
         from_document(doc)

@@ -223,8 +223,26 @@ async fn a_merge_patch_changes_only_the_fields_it_names(backend: Backend) {
     let (status, problem) = patch(json!({"name": "renamed"}), "application/json").await;
     assert_eq!(status, 400);
     assert_eq!(problem_fields(&problem), ["name"]);
-    let (status, _) = patch(json!({"noSuchField": 1}), "application/json").await;
-    assert_eq!(status, 400);
+    // A member that is no field of a job is refused and named, even null (which a merge
+    // patch alone would take as removing nothing), and nothing is written.
+    for unknown in [
+        json!({"noSuchField": 1}),
+        json!({"cronn": null, "maxRetry": 5}),
+    ] {
+        let (status, problem) = patch(unknown.clone(), "application/json").await;
+        assert_eq!(status, 400, "{unknown}: {problem}");
+        let named = unknown
+            .as_object()
+            .unwrap()
+            .keys()
+            .find(|k| *k != "maxRetry");
+        assert_eq!(problem_fields(&problem), [named.unwrap().as_str()]);
+    }
+    let (_, unchanged) = app.get("/api/v1/jobs/patched").await;
+    assert_eq!(
+        unchanged["maxRetry"], 3,
+        "the refused patch changed nothing"
+    );
     let (status, _) = patch(json!([1]), "application/json").await;
     assert_eq!(status, 400);
     let (status, _) = patch(json!({"cron": "0 0 5 * * ?"}), "text/plain").await;
