@@ -612,6 +612,21 @@ fn set_many(backend: Backend, items: &[&(String, Transition)], guarded: bool) ->
     statements
 }
 
+/// The rows a batch's statement by primary key is written for, `n` rounded up to one of 13
+/// sizes (1, 2, 4, 8, 16, 32, then multiples of 32 up to 256). Results come in batches of every
+/// size, and each size is a statement of its own: the database prepares it (a parse, and a
+/// definition sent back for each of its thousands of parameters, which the connection decodes)
+/// and the connection caches it. At 1,000 fires a second, with batches of every size, most
+/// batches were a new statement; rounded, each connection prepares a size once
+/// (docs/benchmarks.md, "One statement per batch size").
+fn statement_rows(n: usize) -> usize {
+    if n <= 32 {
+        n.next_power_of_two()
+    } else {
+        n.div_ceil(32) * 32
+    }
+}
+
 /// One single-table UPDATE for items that all carry their row's primary key (MariaDB and
 /// MySQL). The rows are an index range of the primary key (`id IN (…)`), and each row picks
 /// its own item's values by its position among the items' ids, sorted: `INTERVAL(id, id₁, …,
@@ -631,6 +646,11 @@ fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
         "set_by_id takes items with their ids"
     );
     let mut changes: Vec<[Column; 8]> = items.iter().map(|(_, t)| changed_columns(t)).collect();
+    // The statement is written for `statement_rows` rows: the ids missing are negative ones,
+    // ahead of the real ids (so the list stays strictly ascending for `INTERVAL`), and name no
+    // row (an AUTO_INCREMENT id starts at 1); their values are NULLs.
+    let padding = statement_rows(ids.len()) - ids.len();
+    let ids: Vec<i64> = (1..=padding as i64).rev().map(|k| -k).chain(ids).collect();
     // `ELT(INTERVAL(id, ids…), values…)`, cast back from text to the values' type (every
     // value of one column has it, its NULLs included).
     let pick = |q: &mut Sql, values: Vec<Arg>| {
@@ -650,6 +670,10 @@ fn set_by_id(items: &[&(String, Transition)], guarded: bool) -> Sql {
             q.bind(*id);
         }
         q.push(")");
+        let null = values[0].null();
+        for _ in 0..padding {
+            q.push(", ").bind(null.clone());
+        }
         for value in values {
             q.push(", ").bind(value);
         }
@@ -950,5 +974,74 @@ fn push_execution_filter(q: &mut Sql, f: &ExecutionFilter) {
     }
     if let Some(to) = f.to {
         q.push(" AND trigger_time <= ").bind(to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    /// `n` results of one writer, rows 10, 20, … by primary key.
+    fn results(n: i64) -> Vec<(String, Transition)> {
+        let at = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap();
+        (1..=n)
+            .map(|k| {
+                let from = &[ExecutionStatus::Pending, ExecutionStatus::Running];
+                let mut t = Transition::to(from, ExecutionStatus::Success);
+                t.row_id = Some(k * 10);
+                t.finish_time = Some(at + chrono::Duration::milliseconds(k));
+                t.result_message = Some(format!("ok {k}"));
+                (format!("trace-{k}"), t)
+            })
+            .collect()
+    }
+
+    fn by_id(items: &[(String, Transition)]) -> Sql {
+        set_by_id(&items.iter().collect::<Vec<_>>(), true)
+    }
+
+    #[test]
+    fn a_batch_by_primary_key_is_written_for_one_of_thirteen_sizes() {
+        let sizes: std::collections::BTreeSet<usize> = (1..=256).map(statement_rows).collect();
+        assert_eq!(
+            sizes.into_iter().collect::<Vec<_>>(),
+            [1, 2, 4, 8, 16, 32, 64, 96, 128, 160, 192, 224, 256]
+        );
+        for n in 1..=256 {
+            let rows = statement_rows(n);
+            assert!(rows >= n && rows - n < n.max(32), "{n} → {rows}");
+        }
+    }
+
+    #[test]
+    fn batches_of_sizes_rounded_alike_are_one_statement() {
+        assert_eq!(by_id(&results(3)).text(), by_id(&results(4)).text());
+        assert_eq!(by_id(&results(33)).text(), by_id(&results(64)).text());
+        assert_ne!(by_id(&results(4)).text(), by_id(&results(5)).text());
+    }
+
+    #[test]
+    fn the_rows_a_batch_lacks_are_negative_ids_with_null_values_ahead_of_its_own() {
+        let q = by_id(&results(3));
+        let ids = [-1, 10, 20, 30].map(|id| Arg::Int(Some(id)));
+        // The status: `ELT(INTERVAL(id, ids…), statuses…)`, the missing row's a NULL.
+        let status = [
+            Arg::Text(None),
+            Arg::from("SUCCESS"),
+            Arg::from("SUCCESS"),
+            Arg::from("SUCCESS"),
+        ];
+        assert_eq!(q.args()[..4], ids);
+        assert_eq!(q.args()[4..8], status);
+        assert!(
+            q.text()
+                .contains(" WHERE id IN (?, ?, ?, ?) AND trace_id = ELT("),
+            "{}",
+            q.text()
+        );
+        let listed = q.args().windows(4).filter(|w| *w == ids.as_slice()).count();
+        // One list for each `ELT` (status, finish, result, trace) and the `IN`.
+        assert_eq!(listed, 5, "{:?}", q.args());
     }
 }

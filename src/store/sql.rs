@@ -181,6 +181,18 @@ impl Sql {
         }
     }
 
+    /// The statement's text, as the database prepares it.
+    #[cfg(test)]
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The values bound to its placeholders, in order.
+    #[cfg(test)]
+    pub fn args(&self) -> &[Arg] {
+        &self.args
+    }
+
     /// Appends constant text.
     pub fn push(&mut self, text: &str) -> &mut Self {
         self.text.push_str(text);
