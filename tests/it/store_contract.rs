@@ -2405,20 +2405,8 @@ async fn mysql_a_batch_rolled_back_for_a_deadlock_is_run_again() {
 /// unique index, it waited out `innodb_lock_wait_timeout`, 50 s, and failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_batch_of_results_locks_only_its_own_rows_on_a_young_table() {
-    use sqlx::{Connection, Executor};
-    let (db, s) = open(Backend::MySql).await;
-    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 5, 0, 0).unwrap();
-    let rows: Vec<NewExecution> = (0..1000)
-        .map(|i| row(&format!("job-{i}"), fire, 0, 0))
-        .collect();
-    s.record_fire(None, &rows).await.unwrap();
-    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    other.execute("ANALYZE TABLE job_execution").await.unwrap();
-    other.execute("BEGIN").await.unwrap();
-    other
-        .execute(lock_execution(&rows[999].trace_id))
-        .await
-        .unwrap();
+    use sqlx::Executor;
+    let (db, s, rows, mut other) = young_table_holding(&[999]).await;
     let at = Utc::now();
     let batch: Vec<(String, Transition)> = rows[..256]
         .iter()
@@ -2498,6 +2486,68 @@ async fn heavy_transaction(url: &str) -> sqlx::MySqlConnection {
             .unwrap();
     }
     other
+}
+
+/// A batch of results set by primary key is written for one of a few batch sizes
+/// (src/store/executions.rs, `statement_rows`): 250 results are a statement for 256 rows,
+/// whose six missing ids are negative. They name no row, and the batch waits for no row but
+/// its own: here another session holds the row of the lowest id (next to where those ids
+/// would be) and the row of the highest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_batch_of_results_by_row_id_locks_only_its_own_rows() {
+    use sqlx::Executor;
+    let (db, s, rows, mut other) = young_table_holding(&[0, 999]).await;
+    let at = Utc::now();
+    let batch: Vec<(String, Transition)> = rows[1..251]
+        .iter()
+        .map(|r| {
+            let started = Transition::started("127.0.0.1:9000".into(), at);
+            (r.trace_id.clone(), started)
+        })
+        .collect();
+    let batch = named(&s, &batch, true).await;
+    let applied = tokio::time::timeout(std::time::Duration::from_secs(30), s.transitions(&batch))
+        .await
+        .expect("the batch waited for a row it does not change")
+        .unwrap();
+    other.execute("ROLLBACK").await.unwrap();
+    assert_eq!(applied, vec![Applied::yes(); 250]);
+    assert_eq!(
+        db.fetch_i64("SELECT COUNT(*) FROM job_execution WHERE status = 'RUNNING'")
+            .await,
+        250
+    );
+    let first = s.get_execution(&rows[0].trace_id).await.unwrap().unwrap();
+    assert_eq!(first.status, ExecutionStatus::Pending);
+}
+
+/// 1,000 PENDING rows just written (a young table, its statistics read), and another session
+/// holding the rows at `held` until it rolls back.
+async fn young_table_holding(
+    held: &[usize],
+) -> (
+    TestDb,
+    std::sync::Arc<dyn store::Store>,
+    Vec<NewExecution>,
+    sqlx::MySqlConnection,
+) {
+    use sqlx::{Connection, Executor};
+    let (db, s) = open(Backend::MySql).await;
+    let fire = Utc.with_ymd_and_hms(2024, 5, 1, 5, 0, 0).unwrap();
+    let rows: Vec<NewExecution> = (0..1000)
+        .map(|i| row(&format!("job-{i}"), fire, 0, 0))
+        .collect();
+    s.record_fire(None, &rows).await.unwrap();
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    other.execute("ANALYZE TABLE job_execution").await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    for &i in held {
+        other
+            .execute(lock_execution(&rows[i].trace_id))
+            .await
+            .unwrap();
+    }
+    (db, s, rows, other)
 }
 
 /// Locks one execution row until the session's transaction ends.
