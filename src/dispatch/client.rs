@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
@@ -215,7 +215,7 @@ impl ExecutorClient {
             )
             .header(
                 headers::FIRE_TIME,
-                r.fire_time.to_rfc3339_opts(SecondsFormat::Secs, true),
+                crate::clock::rfc3339_seconds(r.fire_time),
             )
             .header(headers::RETRY_COUNT, r.retry_count)
             .header(

@@ -37,8 +37,12 @@ impl Tasks {
         }
     }
 
+    /// Runs `task` in the background, tracked. The task is boxed: an attempt's future is a few
+    /// kilobytes, and a task keeps its future inline, so spawning it, and ending it, copied all
+    /// of it (tokio's `Cell::new` and `set_stage`), twice per fire; boxed, they copy a pointer
+    /// (docs/benchmarks.md, "Copies, formats and prepares").
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.tracker.spawn_on(task, &self.runtime);
+        self.tracker.spawn_on(Box::pin(task), &self.runtime);
     }
 
     pub fn is_stopping(&self) -> bool {

@@ -618,7 +618,7 @@ fn set_many(backend: Backend, items: &[&(String, Transition)], guarded: bool) ->
 /// definition sent back for each of its thousands of parameters, which the connection decodes)
 /// and the connection caches it. At 1,000 fires a second, with batches of every size, most
 /// batches were a new statement; rounded, each connection prepares a size once
-/// (docs/benchmarks.md, "One statement per batch size").
+/// (docs/benchmarks.md, "Copies, formats and prepares").
 fn statement_rows(n: usize) -> usize {
     if n <= 32 {
         n.next_power_of_two()
