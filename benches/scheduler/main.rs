@@ -3,7 +3,7 @@
 //! peers users would pick instead. `scripts/bench.sh` runs them all; one scenario at a time:
 //!
 //! ```text
-//! cargo bench --bench scheduler -- precision --jobs 1000 --seconds 20 [--shards 10] [--sqlite] [--overlap SKIP] [--log-lines 10]
+//! cargo bench --bench scheduler -- precision --jobs 1000 --seconds 20 [--shards 10] [--sqlite] [--overlap SKIP] [--log-lines 10] [--no-reads]
 //! cargo bench --bench scheduler -- throughput --jobs 1000 --shards 10      # 300 s window
 //! cargo bench --bench scheduler -- burst --jobs 10000
 //! cargo bench --bench scheduler -- idle --jobs 10000 [--distinct]
@@ -89,6 +89,9 @@ pub struct Args {
     pub log_lines: Option<usize>,
     /// floor: the HTTP client that sends the calls, `hyper` (JobFlow's) or `reqwest`.
     pub client: String,
+    /// precision: the operator's reads and the database's beside them (`--no-reads`: none,
+    /// to price the fire path alone).
+    pub reads: bool,
 }
 
 fn args() -> Args {
@@ -112,6 +115,7 @@ fn args() -> Args {
         overlap: "ALLOW".into(),
         log_lines: None,
         client: "hyper".into(),
+        reads: true,
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1).filter(|s| s != "--bench");
@@ -128,6 +132,7 @@ fn args() -> Args {
             "--target" => a.target = Some(value("--target")),
             "--from" => a.from = Some(value("--from").parse().expect("--from SECONDS")),
             "--rows" => a.rows = value("--rows").parse().expect("--rows N"),
+            "--no-reads" => a.reads = false,
             "--pairs" => a.pairs = value("--pairs").parse().expect("--pairs N"),
             "--max-seconds" => {
                 a.max_seconds = value("--max-seconds").parse().expect("--max-seconds N")

@@ -80,8 +80,10 @@ pub async fn precision(a: &Args) {
         Some(s) => Some(server_counters(s).await),
         None => None,
     };
-    let reads = tokio::spawn(read_api_until(jf.api.clone(), to));
-    let database_reads = tokio::spawn(read_database_until(db.url.clone(), to));
+    // `--no-reads`: the readers stop before they start.
+    let stop_reads = if a.reads { to } else { from };
+    let reads = tokio::spawn(read_api_until(jf.api.clone(), stop_reads));
+    let database_reads = tokio::spawn(read_database_until(db.url.clone(), stop_reads));
     sleep_until(to).await;
     let cpu = Cpu::read(jf.pid(), db_pid).per_second_since(&cpu0, a.seconds as f64);
     let counters1 = match &db.server {
