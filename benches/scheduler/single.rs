@@ -80,10 +80,13 @@ pub async fn precision(a: &Args) {
         Some(s) => Some(server_counters(s).await),
         None => None,
     };
-    // `--no-reads`: the readers stop before they start.
-    let stop_reads = if a.reads { to } else { from };
-    let reads = tokio::spawn(read_api_until(jf.api.clone(), stop_reads));
-    let database_reads = tokio::spawn(read_database_until(db.url.clone(), stop_reads));
+    // `--no-reads`: neither reader runs.
+    let readers = a.reads.then(|| {
+        (
+            tokio::spawn(read_api_until(jf.api.clone(), to)),
+            tokio::spawn(read_database_until(db.url.clone(), to)),
+        )
+    });
     sleep_until(to).await;
     let cpu = Cpu::read(jf.pid(), db_pid).per_second_since(&cpu0, a.seconds as f64);
     let counters1 = match &db.server {
@@ -162,9 +165,10 @@ pub async fn precision(a: &Args) {
             cpu.database / fires_per_s * 1e6,
         );
     }
-    let reads = reads.await.unwrap();
-    println!("{}", api_reads_line(&reads));
-    println!("{}", database_reads_line(&database_reads.await.unwrap()));
+    if let Some((api, database)) = readers {
+        println!("{}", api_reads_line(&api.await.unwrap()));
+        println!("{}", database_reads_line(&database.await.unwrap()));
+    }
     record_precision(
         a,
         "JobFlow",

@@ -2407,14 +2407,7 @@ async fn mysql_a_batch_rolled_back_for_a_deadlock_is_run_again() {
 async fn mysql_a_batch_of_results_locks_only_its_own_rows_on_a_young_table() {
     use sqlx::Executor;
     let (db, s, rows, mut other) = young_table_holding(&[999]).await;
-    let at = Utc::now();
-    let batch: Vec<(String, Transition)> = rows[..256]
-        .iter()
-        .map(|r| {
-            let started = Transition::started("127.0.0.1:9000".into(), at);
-            (r.trace_id.clone(), started)
-        })
-        .collect();
+    let batch = all_started(&rows[..256]);
     let applied = tokio::time::timeout(std::time::Duration::from_secs(30), s.transitions(&batch))
         .await
         .expect("the batch waited for a row it does not change")
@@ -2497,15 +2490,7 @@ async fn heavy_transaction(url: &str) -> sqlx::MySqlConnection {
 async fn mysql_a_batch_of_results_by_row_id_locks_only_its_own_rows() {
     use sqlx::Executor;
     let (db, s, rows, mut other) = young_table_holding(&[0, 999]).await;
-    let at = Utc::now();
-    let batch: Vec<(String, Transition)> = rows[1..251]
-        .iter()
-        .map(|r| {
-            let started = Transition::started("127.0.0.1:9000".into(), at);
-            (r.trace_id.clone(), started)
-        })
-        .collect();
-    let batch = named(&s, &batch, true).await;
+    let batch = named(&s, &all_started(&rows[1..251]), true).await;
     let applied = tokio::time::timeout(std::time::Duration::from_secs(30), s.transitions(&batch))
         .await
         .expect("the batch waited for a row it does not change")
@@ -2519,6 +2504,17 @@ async fn mysql_a_batch_of_results_by_row_id_locks_only_its_own_rows() {
     );
     let first = s.get_execution(&rows[0].trace_id).await.unwrap().unwrap();
     assert_eq!(first.status, ExecutionStatus::Pending);
+}
+
+/// A change of each of `rows` to RUNNING, called now.
+fn all_started(rows: &[NewExecution]) -> Vec<(String, Transition)> {
+    let at = Utc::now();
+    rows.iter()
+        .map(|r| {
+            let started = Transition::started("127.0.0.1:9000".into(), at);
+            (r.trace_id.clone(), started)
+        })
+        .collect()
 }
 
 /// 1,000 PENDING rows just written (a young table, its statistics read), and another session
