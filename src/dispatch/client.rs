@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
+use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue, USER_AGENT};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -154,16 +154,17 @@ impl ExecutorClient {
         trace_id: &str,
         body: &[u8],
     ) -> hyper::http::request::Builder {
+        let n = &*NAMES;
         let req = Request::builder()
             .method(method.clone())
             .uri(format!("http://{}{path}", instance.addr))
             .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
-            .header(headers::TRACE_ID, trace_id);
+            .header(&n.trace_id, trace_id);
         match &self.secret {
             Some(secret) => {
                 let ts = Utc::now().timestamp();
-                req.header(headers::TIMESTAMP, ts).header(
-                    headers::SIGNATURE,
+                req.header(&n.timestamp, ts).header(
+                    &n.signature,
                     signature(secret, method.as_str(), path, ts, trace_id, body),
                 )
             }
@@ -201,29 +202,27 @@ impl ExecutorClient {
         let timeout = Duration::from_secs(r.timeout_seconds as u64) + ANSWER_GRACE;
         let deadline = Instant::now() + timeout;
         let span_id: u64 = rand::random::<u64>() | 1;
+        let n = &*NAMES;
         let req = self
             .request(Method::POST, instance, &path, &r.trace_id, &body)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(headers::SHARD_START, r.shard_start)
-            .header(headers::SHARD_END, r.shard_end)
-            .header(headers::SHARD_COUNT, r.shard_count)
-            .header(headers::SHARD_STRATEGY, &r.shard_strategy)
-            .header(headers::JOB_NAME, percent_encoded(&r.job_name).as_ref())
+            .header(&n.shard_start, r.shard_start)
+            .header(&n.shard_end, r.shard_end)
+            .header(&n.shard_count, r.shard_count)
+            .header(&n.shard_strategy, &r.shard_strategy)
+            .header(&n.job_name, percent_encoded(&r.job_name).as_ref())
+            .header(&n.execution_id, percent_encoded(&r.execution_id).as_ref())
             .header(
-                headers::EXECUTION_ID,
-                percent_encoded(&r.execution_id).as_ref(),
+                &n.fire_time,
+                jobflow_executor::protocol::instant::rfc3339_seconds(r.fire_time),
             )
+            .header(&n.retry_count, r.retry_count)
             .header(
-                headers::FIRE_TIME,
-                crate::clock::rfc3339_seconds(r.fire_time),
-            )
-            .header(headers::RETRY_COUNT, r.retry_count)
-            .header(
-                headers::TRACEPARENT,
+                &n.traceparent,
                 format!("00-{}-{span_id:016x}-01", r.trace_id),
             );
         let req = match namespace {
-            Some(ns) => req.header(headers::JOB_NAMESPACE, ns),
+            Some(ns) => req.header(&n.job_namespace, ns),
             None => req,
         };
         let no_answer =
@@ -314,6 +313,43 @@ impl ExecutorClient {
         }
     }
 }
+
+/// The protocol's header names, parsed once: a name given as text is parsed (checked and
+/// lower-cased) at every call, a dozen times a call.
+struct Names {
+    trace_id: HeaderName,
+    timestamp: HeaderName,
+    signature: HeaderName,
+    shard_start: HeaderName,
+    shard_end: HeaderName,
+    shard_count: HeaderName,
+    shard_strategy: HeaderName,
+    job_name: HeaderName,
+    job_namespace: HeaderName,
+    execution_id: HeaderName,
+    fire_time: HeaderName,
+    retry_count: HeaderName,
+    traceparent: HeaderName,
+}
+
+static NAMES: std::sync::LazyLock<Names> = std::sync::LazyLock::new(|| {
+    let name = |text: &str| HeaderName::try_from(text).expect("a protocol header name");
+    Names {
+        trace_id: name(headers::TRACE_ID),
+        timestamp: name(headers::TIMESTAMP),
+        signature: name(headers::SIGNATURE),
+        shard_start: name(headers::SHARD_START),
+        shard_end: name(headers::SHARD_END),
+        shard_count: name(headers::SHARD_COUNT),
+        shard_strategy: name(headers::SHARD_STRATEGY),
+        job_name: name(headers::JOB_NAME),
+        job_namespace: name(headers::JOB_NAMESPACE),
+        execution_id: name(headers::EXECUTION_ID),
+        fire_time: name(headers::FIRE_TIME),
+        retry_count: name(headers::RETRY_COUNT),
+        traceparent: name(headers::TRACEPARENT),
+    }
+});
 
 const USER_AGENT_VALUE: &str = concat!("jobflow/", env!("CARGO_PKG_VERSION"));
 

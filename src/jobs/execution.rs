@@ -103,7 +103,10 @@ pub fn execution_id(
 
 /// The [`fire_key`] of `job`'s scheduled fire at `fire_time`: `{job}:{yyyyMMddHHmmss}`.
 pub fn scheduled_fire_key(job: &str, fire_time: DateTime<Utc>) -> String {
-    format!("{job}:{}", crate::clock::compact(fire_time))
+    format!(
+        "{job}:{}",
+        jobflow_executor::protocol::instant::compact(fire_time)
+    )
 }
 
 /// Every execution id is built here, so their formats cannot drift apart. Each is
@@ -143,7 +146,7 @@ pub fn backfill_fire_id(backfill_id: &str, instant: DateTime<Utc>) -> String {
     format!(
         "{}-{}",
         hex::encode(&digest[..8]),
-        crate::clock::compact(instant)
+        jobflow_executor::protocol::instant::compact(instant)
     )
 }
 

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
 
+pub mod instant;
+
 /// Header names of a scheduler → executor call.
 pub mod headers {
     pub const TRACE_ID: &str = "X-Trace-Id";
@@ -44,6 +46,7 @@ pub struct ExecutorRequest {
     /// CRON, MANUAL, RETRY, COMPENSATION or CHILD.
     pub trigger_type: String,
     /// The scheduled instant this execution belongs to.
+    #[serde(serialize_with = "instant::serialize_fire_time")]
     pub fire_time: DateTime<Utc>,
     pub shard_start: u32,
     pub shard_end: u32,
