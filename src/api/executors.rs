@@ -125,7 +125,7 @@ async fn executors(
                                 namespace: Namespace::of_key(&c.job_name).to_string(),
                                 job_name: local_name(&c.job_name).to_string(),
                                 at: c.at,
-                                outcome: c.outcome,
+                                outcome: c.outcome.to_string(),
                             }),
                             path_prefix: e.path_prefix,
                             address,

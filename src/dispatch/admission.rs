@@ -11,7 +11,7 @@
 //!
 //! It also counts the calls in flight per executor address, which `LEAST_BUSY` routing reads.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};

@@ -25,7 +25,7 @@
 //! asks again until the executor can tell. A range never runs twice at once because of a
 //! retry.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -339,7 +339,7 @@ impl Attempts {
                     trace_id: row.trace_id.clone(),
                     job_name: row.job_name.clone(),
                     at: self.clock.now(),
-                    outcome: told.to_string(),
+                    outcome: told,
                 },
             );
             match outcome {

@@ -3,7 +3,7 @@
 //! call's outcome arrives; one entry per executor address, so its size is the number of
 //! executors called, and entries of executors not called for a day are dropped.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Duration, Utc};
@@ -20,7 +20,7 @@ pub struct LastCall {
     pub at: DateTime<Utc>,
     /// The execution status the executor answered, `ACCEPTED` (it reports later),
     /// `NO_ANSWER` (none within the timeout) or `UNREACHABLE` (connection refused).
-    pub outcome: String,
+    pub outcome: &'static str,
 }
 
 #[derive(Default)]
@@ -35,7 +35,13 @@ impl CallLog {
             let horizon = call.at - FORGET_AFTER;
             last.retain(|_, c| c.at > horizon);
         }
-        last.insert(executor.to_string(), call);
+        // The executor's entry is overwritten in place: its address is copied once.
+        match last.get_mut(executor) {
+            Some(entry) => *entry = call,
+            None => {
+                last.insert(executor.to_string(), call);
+            }
+        }
     }
 
     pub fn last(&self, executor: &str) -> Option<LastCall> {
@@ -56,7 +62,7 @@ mod tests {
             trace_id: trace.into(),
             job_name: "j".into(),
             at: at.parse().unwrap(),
-            outcome: "SUCCESS".into(),
+            outcome: "SUCCESS",
         }
     }
 

@@ -13,7 +13,9 @@
 //! Visible in `scheduler_service_calls_in_flight{service_name}` and
 //! `scheduler_service_calls_waiting{service_name}`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 

@@ -25,7 +25,7 @@
 //! [`assign`] maps range `i` to executor `(first + i) mod k`; `first` is 0 for a sharded job.
 //! Ranges themselves never depend on the strategy.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 use crate::jobs::RouteStrategy;

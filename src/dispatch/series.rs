@@ -13,7 +13,7 @@
 //! timeout), so a kept handle always records into the series `/metrics` renders. A deleted
 //! job's handles stay, as its series do.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{OnceLock, RwLock};
 
 use metrics::{Counter, Histogram};

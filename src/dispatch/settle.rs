@@ -14,7 +14,7 @@
 //! and follow the misfire policy. A process that dies with changes queued leaves their rows
 //! PENDING or RUNNING, and compensation settles them from what the executor remembers.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

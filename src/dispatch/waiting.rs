@@ -18,7 +18,9 @@
 //! Launched is final: once taken out at its instant the fire can no longer be withdrawn, so
 //! a call and a withdrawal never both happen. Everything happens under one lock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};

@@ -303,7 +303,7 @@ pub(super) async fn insert_executions(
     tx: &mut Tx,
     rows: &[&NewExecution],
 ) -> Result<Vec<Execution>, StoreError> {
-    let mut ids = HashMap::with_capacity(rows.len());
+    let mut ids = foldhash::HashMap::with_capacity_and_hasher(rows.len(), Default::default());
     for chunk in rows.chunks(MULTI_ROW) {
         let mut q = Sql::new("INSERT INTO job_execution ");
         q.values(chunk.iter().map(|r| new_execution_columns(r)));

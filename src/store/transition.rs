@@ -2,7 +2,7 @@
 //! the states it may start from, and may carry what it earns (a retry, children), written
 //! in the same transaction when it applies ([`Applied`]).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use chrono::{DateTime, Utc};
 
