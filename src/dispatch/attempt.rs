@@ -439,20 +439,25 @@ impl Attempts {
             ..Transition::started(executor.clone(), at)
         };
         let (this, trace) = (self.clone(), row.trace_id.clone());
-        let written = self.outcomes.settler.started(&trace, start);
-        self.tasks.spawn(async move {
-            if let Ok(Applied::No) = written.await
-                && !settled_here.load(Ordering::Acquire)
-                && let Ok(Some(now)) = this.executions.get_execution(&trace).await
-                && now.status == Cancelled
-            {
-                // Asked where the call went, whatever executor the row was planned for.
-                let called = Execution {
-                    executor_instance: Some(executor),
-                    ..now
-                };
-                this.stop(&called).await;
+        let settler = &self.outcomes.settler;
+        settler.started(&row.trace_id, start, move |applied| {
+            if applied.applied() {
+                return;
             }
+            let tasks = this.tasks.clone();
+            tasks.spawn(async move {
+                if !settled_here.load(Ordering::Acquire)
+                    && let Ok(Some(now)) = this.executions.get_execution(&trace).await
+                    && now.status == Cancelled
+                {
+                    // Asked where the call went, whatever executor the row was planned for.
+                    let called = Execution {
+                        executor_instance: Some(executor),
+                        ..now
+                    };
+                    this.stop(&called).await;
+                }
+            });
         });
     }
 

@@ -52,7 +52,24 @@ pub const QUEUE_BOUND: usize = 16_384;
 const RETRY: Backoff = Backoff::doubling(Duration::from_millis(100), MAX_RETRY);
 pub const MAX_RETRY: Duration = Duration::from_secs(5);
 
-type Reply = oneshot::Sender<Applied>;
+/// Where the outcome of a change goes: to its caller, waiting for it; or, for a deferred
+/// RUNNING, to a function run when the outcome is known, so that no task waits beside each
+/// call for an answer that almost always folds into the call's verdict.
+enum Reply {
+    Waiting(oneshot::Sender<Applied>),
+    Then(Box<dyn FnOnce(Applied) + Send>),
+}
+
+impl Reply {
+    fn send(self, applied: Applied) {
+        match self {
+            Reply::Waiting(caller) => {
+                let _ = caller.send(applied);
+            }
+            Reply::Then(then) => then(applied),
+        }
+    }
+}
 
 /// The writer has stopped (the process is shutting down).
 #[derive(Debug, thiserror::Error)]
@@ -143,7 +160,7 @@ impl Settler {
         };
         let applied = self.send(trace_id, t).await?;
         if let Some((_, start_reply)) = started {
-            let _ = start_reply.send(match applied {
+            start_reply.send(match applied {
                 Applied::Yes(_) => Applied::yes(),
                 Applied::No => Applied::No,
             });
@@ -175,7 +192,7 @@ impl Settler {
     async fn send(&self, trace_id: &str, t: Transition) -> Result<Applied, WriterStopped> {
         let (reply, answer) = oneshot::channel();
         self.queue
-            .send((trace_id.to_string(), t, reply))
+            .send((trace_id.to_string(), t, Reply::Waiting(reply)))
             .await
             .map_err(|_| WriterStopped)?;
         answer.await.map_err(|_| WriterStopped)
@@ -183,20 +200,20 @@ impl Settler {
 
     /// Applies `t`, a PENDING → RUNNING change after a call went out, at the next flush of
     /// the deferred changes: if the row's result comes first, both are written as one update.
-    /// The change is deferred when this is called, not when the answer is awaited, so a
-    /// caller that awaits it in a task of its own cannot have it arrive after its verdict:
-    /// a RUNNING written after the verdict would be refused, and take its batch the long way.
+    /// `then` is told whether it applied once that is known (nothing, when the writer stops
+    /// first), in the writer's task or the verdict's: it must not wait. The change is
+    /// deferred when this is called, so it cannot arrive after its verdict: a RUNNING written
+    /// after the verdict would be refused, and take its batch the long way.
     pub fn started(
         &self,
         trace_id: &str,
         t: Transition,
-    ) -> impl Future<Output = Result<Applied, WriterStopped>> + use<> {
-        let (reply, answer) = oneshot::channel();
+        then: impl FnOnce(Applied) + Send + 'static,
+    ) {
         self.deferred
             .lock()
             .expect("deferred lock")
-            .insert(trace_id.to_string(), (t, reply));
-        async move { answer.await.map_err(|_| WriterStopped) }
+            .insert(trace_id.to_string(), (t, Reply::Then(Box::new(then))));
     }
 }
 
@@ -271,7 +288,7 @@ async fn write_batch(store: Arc<dyn ExecutionStore>, items: Vec<(String, Transit
         }
     };
     for (reply, applied) in replies.into_iter().zip(applied) {
-        let _ = reply.send(applied);
+        reply.send(applied);
     }
 }
 
@@ -295,7 +312,7 @@ async fn write_alone(store: Arc<dyn ExecutionStore>, item: (String, Transition),
     loop {
         match store.transitions(one).await {
             Ok(mut applied) => {
-                let _ = reply.send(applied.remove(0));
+                reply.send(applied.remove(0));
                 return;
             }
             Err(e) => {
@@ -431,6 +448,18 @@ mod tests {
         Transition::started("127.0.0.1:9000".into(), at)
     }
 
+    /// [`Settler::started`], its outcome awaited as a caller would.
+    fn start(
+        settler: &Settler,
+        trace: &str,
+    ) -> impl Future<Output = Result<Applied, WriterStopped>> + use<> {
+        let (told, answer) = oneshot::channel();
+        settler.started(trace, started(), move |applied| {
+            let _ = told.send(applied);
+        });
+        async move { answer.await.map_err(|_| WriterStopped) }
+    }
+
     fn success() -> Transition {
         Transition::to(&[Pending, Running], Success)
     }
@@ -440,7 +469,7 @@ mod tests {
         let store = Arc::new(Recording::default());
         let settler = Arc::new(Settler::spawn(store.clone(), DEFERRAL));
         let s = settler.clone();
-        let start = tokio::spawn(async move { s.started("a", started()).await });
+        let start = tokio::spawn(async move { start(&s, "a").await });
         tokio::time::sleep(DEFERRAL / 2).await;
         assert!(settler.settle("a", success()).await.unwrap().applied());
         assert!(
@@ -459,7 +488,7 @@ mod tests {
     async fn a_running_is_deferred_when_asked_for_not_when_its_answer_is_awaited() {
         let store = Arc::new(Recording::default());
         let settler = Settler::spawn(store.clone(), DEFERRAL);
-        let start = settler.started("a", started());
+        let start = start(&settler, "a");
         assert!(settler.settle("a", success()).await.unwrap().applied());
         assert!(
             start.await.unwrap().applied(),
@@ -477,7 +506,7 @@ mod tests {
         let settler = Settler::spawn(store.clone(), DEFERRAL);
         tokio::time::sleep(DEFERRAL * 3 / 10).await;
         let before = tokio::time::Instant::now();
-        assert!(settler.started("a", started()).await.unwrap().applied());
+        assert!(start(&settler, "a").await.unwrap().applied());
         assert_eq!(before.elapsed(), DEFERRAL * 7 / 10, "at the next flush");
         let batches = store.batches.lock().unwrap().clone();
         assert_eq!(batches.len(), 1);
@@ -491,9 +520,9 @@ mod tests {
         let mut starts = Vec::new();
         for i in 0..10 {
             let s = settler.clone();
-            starts.push(tokio::spawn(async move {
-                s.started(&format!("r{i}"), started()).await
-            }));
+            starts.push(tokio::spawn(
+                async move { start(&s, &format!("r{i}")).await },
+            ));
             tokio::time::sleep(DEFERRAL / 20).await;
         }
         for s in starts {
@@ -538,7 +567,7 @@ mod tests {
         let store = Arc::new(Recording::default());
         let settler = Arc::new(Settler::spawn(store.clone(), DEFERRAL));
         let s = settler.clone();
-        let start = tokio::spawn(async move { s.started("a", started()).await });
+        let start = tokio::spawn(async move { start(&s, "a").await });
         tokio::task::yield_now().await;
         let cancel = Transition::to(&[Pending, Running], ExecutionStatus::Cancelled);
         assert!(settler.write("a", cancel).await.unwrap().applied());
