@@ -60,7 +60,10 @@ mysql_cli "$db" -e "
         KEY idx_due (due_time)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
 # WRITE_COST_SQL: statements run on the scratch schema before the replay (an index dropped,
-# say), to price one part of it; WRITE_COST_MODES: the modes to run (all by default).
+# say), to price one part of it; WRITE_COST_MODES: the modes to run (all by default);
+# WRITE_COST_TRACES: `random` (default, 32 random hex digits) or `timed` (the fire's Unix
+# second in the first 8 hex digits, then 24 random ones), to price where in `uk_trace_id`
+# each new row goes.
 if [ -n "${WRITE_COST_SQL:-}" ]; then
     mysql_cli "$db" -e "$WRITE_COST_SQL"
 fi
@@ -70,7 +73,8 @@ printf '| round | mode | fires | wall | mariadbd CPU | per fire |\n|---|---|---|
 for round in $(seq 1 "$rounds"); do
     for mode in ${WRITE_COST_MODES:-today joined before running side-table once}; do
         mysql_cli "$db" -e "TRUNCATE job_execution; TRUNCATE job_fire; TRUNCATE execution_plan"
-        "$VENV/bin/python" - "$db" "$mode" "$rate" "$seconds" "$round" <<'EOF'
+        WRITE_COST_TRACES="${WRITE_COST_TRACES:-random}" \
+            "$VENV/bin/python" - "$db" "$mode" "$rate" "$seconds" "$round" <<'EOF'
 import os, subprocess, sys, time, uuid
 
 import pymysql
@@ -148,7 +152,10 @@ base = time.time()
 cpu0, wall0, fires = cpu(), time.time(), 0
 for second in range(seconds):
     fire = base + second
-    batch = [(f"job-{j:05d}", uuid.uuid4().hex) for j in range(rate)]
+    if os.environ["WRITE_COST_TRACES"] == "timed":
+        batch = [(f"job-{j:05d}", f"{int(fire):08x}" + uuid.uuid4().hex[8:]) for j in range(rate)]
+    else:
+        batch = [(f"job-{j:05d}", uuid.uuid4().hex) for j in range(rate)]
     batch = [(job, trace, f"{job}:{int(fire * 1000)}:0-0") for job, trace in batch]
     # Ahead of the instant: the claims (and the PENDING or planned rows), 50 fires a transaction.
     for i in range(0, rate, 50):
