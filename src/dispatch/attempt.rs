@@ -439,8 +439,13 @@ impl Attempts {
             ..Transition::started(executor.clone(), at)
         };
         let (this, trace) = (self.clone(), row.trace_id.clone());
+        // A stopping instance waits for the outcome as for a call (an accepted call's RUNNING
+        // is still deferred when its attempt ends).
+        let held = self.tasks.hold();
         let settler = &self.outcomes.settler;
         settler.started(&row.trace_id, start, move |applied| {
+            // Released once the check below is a tracked task of its own, if it is needed.
+            let _held = held;
             if applied.applied() {
                 return;
             }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::clock::Clock;
 
@@ -43,6 +44,12 @@ impl Tasks {
     /// (docs/benchmarks.md, "Copies, formats and prepares").
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         self.tracker.spawn_on(Box::pin(task), &self.runtime);
+    }
+
+    /// Holds the drain open until the hold is dropped, as a tracked task would: for work
+    /// that finishes in a callback rather than a task of its own.
+    pub fn hold(&self) -> TaskTrackerToken {
+        self.tracker.token()
     }
 
     pub fn is_stopping(&self) -> bool {
@@ -139,6 +146,19 @@ mod tests {
         assert!(soon.await.unwrap(), "due within the grace: done");
         assert!(!late.await.unwrap(), "due after it: left for compensation");
         assert_eq!(tasks.deadline(), Some(at(5)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_keeps_the_drain_waiting_as_a_task_would() {
+        let tasks = Arc::new(Tasks::new(Clock::tokio(at(0))));
+        let held = tasks.hold();
+        let draining = tasks.clone();
+        let drained = tokio::spawn(async move { draining.drain(Duration::from_secs(5)).await });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!drained.is_finished(), "the hold is still there");
+        drop(held);
+        assert!(drained.await.unwrap(), "released within the grace");
+        assert_eq!(tasks.clock.now(), at(2));
     }
 
     #[tokio::test(start_paused = true)]
