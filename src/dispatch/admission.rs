@@ -11,9 +11,9 @@
 //!
 //! It also counts the calls in flight per executor address, which `LEAST_BUSY` routing reads.
 
-use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
+use foldhash::HashMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
 use crate::discovery::ExecutorInstance;

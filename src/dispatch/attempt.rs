@@ -25,11 +25,11 @@
 //! asks again until the executor can tell. A range never runs twice at once because of a
 //! retry.
 
-use foldhash::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
+use foldhash::HashSet;
 use tokio::sync::mpsc;
 
 use super::admission::{Admission, Hold};

@@ -3,10 +3,10 @@
 //! call's outcome arrives; one entry per executor address, so its size is the number of
 //! executors called, and entries of executors not called for a day are dropped.
 
-use foldhash::HashMap;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Duration, Utc};
+use foldhash::HashMap;
 
 /// Entries older than this are dropped when the log grows past [`PRUNE_ABOVE`].
 const FORGET_AFTER: Duration = Duration::days(1);

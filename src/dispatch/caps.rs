@@ -14,11 +14,10 @@
 //! `scheduler_service_calls_waiting{service_name}`.
 
 use std::collections::BTreeMap;
-
-use foldhash::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 
+use foldhash::HashMap;
 use tokio::sync::{Notify, watch};
 
 /// The caps, and this instance's calls per capped service.

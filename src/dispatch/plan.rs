@@ -25,8 +25,9 @@
 //! [`assign`] maps range `i` to executor `(first + i) mod k`; `first` is 0 for a sharded job.
 //! Ranges themselves never depend on the strategy.
 
-use foldhash::HashMap;
 use std::sync::Mutex;
+
+use foldhash::HashMap;
 
 use crate::jobs::RouteStrategy;
 

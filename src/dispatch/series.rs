@@ -13,9 +13,9 @@
 //! timeout), so a kept handle always records into the series `/metrics` renders. A deleted
 //! job's handles stay, as its series do.
 
-use foldhash::HashMap;
 use std::sync::{OnceLock, RwLock};
 
+use foldhash::HashMap;
 use metrics::{Counter, Histogram};
 
 use crate::jobs::ExecutionStatus::{self, Failed, Timeout};

@@ -14,10 +14,10 @@
 //! and follow the misfire policy. A process that dies with changes queued leaves their rows
 //! PENDING or RUNNING, and compensation settles them from what the executor remembers.
 
-use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use foldhash::HashMap;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 use crate::backoff::Backoff;

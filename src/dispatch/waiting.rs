@@ -19,11 +19,10 @@
 //! a call and a withdrawal never both happen. Everything happens under one lock.
 
 use std::collections::{BTreeMap, BTreeSet};
-
-use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
+use foldhash::HashMap;
 use tokio::sync::Notify;
 
 use super::admission::Hold;

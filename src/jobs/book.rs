@@ -10,12 +10,12 @@
 //! (behind a database stall). A change's time is when its writer made it (a definition's
 //! `updated_at`, a deletion's time), on that instance's clock.
 
-use foldhash::{HashMap, HashSet};
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
+use foldhash::{HashMap, HashSet};
 
 use super::JobDefinition;
 

@@ -2,9 +2,8 @@
 //! the states it may start from, and may carry what it earns (a retry, children), written
 //! in the same transaction when it applies ([`Applied`]).
 
-use foldhash::{HashMap, HashMapExt};
-
 use chrono::{DateTime, Utc};
+use foldhash::{HashMap, HashMapExt};
 
 use crate::jobs::{Execution, ExecutionStatus, NewExecution};
 

@@ -2405,20 +2405,11 @@ async fn mysql_a_batch_rolled_back_for_a_deadlock_is_run_again() {
 /// unique index, it waited out `innodb_lock_wait_timeout`, 50 s, and failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_batch_of_results_locks_only_its_own_rows_on_a_young_table() {
-    use sqlx::Executor;
-    let (db, s, rows, mut other) = young_table_holding(&[999]).await;
+    let (db, s, rows, other) = young_table_holding(&[999]).await;
     let batch = all_started(&rows[..256]);
-    let applied = tokio::time::timeout(std::time::Duration::from_secs(30), s.transitions(&batch))
-        .await
-        .expect("the batch waited for a row it does not change")
-        .unwrap();
-    other.execute("ROLLBACK").await.unwrap();
+    let applied = written_beside(&s, &batch, other).await;
     assert_eq!(applied, vec![Applied::yes(); 256]);
-    assert_eq!(
-        db.fetch_i64("SELECT COUNT(*) FROM job_execution WHERE status = 'RUNNING'")
-            .await,
-        256
-    );
+    assert_eq!(running_rows(&db).await, 256);
 }
 
 /// A batch of results rolled back for a deadlock is run again at once by the store, and both
@@ -2488,22 +2479,34 @@ async fn heavy_transaction(url: &str) -> sqlx::MySqlConnection {
 /// would be) and the row of the highest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_batch_of_results_by_row_id_locks_only_its_own_rows() {
-    use sqlx::Executor;
-    let (db, s, rows, mut other) = young_table_holding(&[0, 999]).await;
+    let (db, s, rows, other) = young_table_holding(&[0, 999]).await;
     let batch = named(&s, &all_started(&rows[1..251]), true).await;
-    let applied = tokio::time::timeout(std::time::Duration::from_secs(30), s.transitions(&batch))
+    let applied = written_beside(&s, &batch, other).await;
+    assert_eq!(applied, vec![Applied::yes(); 250]);
+    assert_eq!(running_rows(&db).await, 250);
+    let first = s.get_execution(&rows[0].trace_id).await.unwrap().unwrap();
+    assert_eq!(first.status, ExecutionStatus::Pending);
+}
+
+/// Writes `batch` while `other` holds rows outside it, then lets `other` go: the batch must
+/// not wait for those rows (it fails after 30 s if it does).
+async fn written_beside(
+    s: &std::sync::Arc<dyn store::Store>,
+    batch: &[(String, Transition)],
+    mut other: sqlx::MySqlConnection,
+) -> Vec<Applied> {
+    use sqlx::Executor;
+    let applied = tokio::time::timeout(std::time::Duration::from_secs(30), s.transitions(batch))
         .await
         .expect("the batch waited for a row it does not change")
         .unwrap();
     other.execute("ROLLBACK").await.unwrap();
-    assert_eq!(applied, vec![Applied::yes(); 250]);
-    assert_eq!(
-        db.fetch_i64("SELECT COUNT(*) FROM job_execution WHERE status = 'RUNNING'")
-            .await,
-        250
-    );
-    let first = s.get_execution(&rows[0].trace_id).await.unwrap().unwrap();
-    assert_eq!(first.status, ExecutionStatus::Pending);
+    applied
+}
+
+async fn running_rows(db: &TestDb) -> i64 {
+    db.fetch_i64("SELECT COUNT(*) FROM job_execution WHERE status = 'RUNNING'")
+        .await
 }
 
 /// A change of each of `rows` to RUNNING, called now.
