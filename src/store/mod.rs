@@ -603,8 +603,10 @@ pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Store>, Stor
 
 /// The same database through a pool of its own of `connections`, for work that must not
 /// queue behind the fire path's batches: the API (`database.api_connections`), the check at
-/// each instant (one). SQLite keeps one writer per process, so there the pool is of read-only
-/// connections for plain reads, and writes go through `scheduling`'s writer.
+/// each instant (one). On MySQL the pool opens each connection when it is first asked for,
+/// on the runtime that asks (the API's own, see `mysql::beside`). SQLite keeps one writer per
+/// process, so there the pool is of read-only connections for plain reads, and writes go
+/// through `scheduling`'s writer.
 pub async fn connect_beside(
     settings: &DatabaseSettings,
     scheduling: &Arc<dyn Store>,
@@ -650,7 +652,11 @@ impl Store for SqlStore {
                 let db = sqlite::beside(settings.url.expose(), writer, connections).await?;
                 Ok(Arc::new(SqlStore::new(db)))
             }
-            sql::Db::MySql { .. } => open(settings, connections).await,
+            sql::Db::MySql { returning, .. } => {
+                let password = settings.password.as_ref().map(|p| p.expose());
+                let db = mysql::beside(settings.url.expose(), password, connections, *returning)?;
+                Ok(Arc::new(SqlStore::new(db)))
+            }
         }
     }
 

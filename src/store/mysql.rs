@@ -21,24 +21,15 @@ pub const MIGRATION_LOCK_WAIT: Duration = Duration::from_secs(60);
 
 const MIGRATOR: Migrator = sqlx::migrate!("./migrations/mysql");
 
-/// `url` is `mysql://` (or `mariadb://`); `password` overrides the one in the URL.
+/// `url` is `mysql://` (or `mariadb://`); `password` overrides the one in the URL. Connects
+/// at once, so that a database that does not answer fails the start.
 pub async fn connect(
     url: &str,
     password: Option<&str>,
     max_connections: u32,
 ) -> Result<Db, StoreError> {
-    let url = url
-        .strip_prefix("mariadb://")
-        .map(|rest| format!("mysql://{rest}"))
-        .unwrap_or_else(|| url.to_string());
-    let mut options = MySqlConnectOptions::from_str(&url)?.timezone(Some("+00:00".into()));
-    if let Some(p) = password {
-        options = options.password(p);
-    }
-    let pool = MySqlPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect_with(options)
+    let pool = pool_options(max_connections)
+        .connect_with(options(url, password)?)
         .await?;
     // MariaDB names itself in its version (`10.11.19-MariaDB-…`); MySQL 8 has no RETURNING.
     let version: String = sqlx::query_scalar("SELECT VERSION()")
@@ -46,6 +37,41 @@ pub async fn connect(
         .await?;
     let returning = version.contains("MariaDB");
     Ok(Db::MySql { pool, returning })
+}
+
+/// A pool of its own beside one [`connect`] opened (whose server answered, and said whether
+/// it returns inserted rows): no connection is opened until one is asked for. A connection
+/// is driven by the I/O of the runtime it was opened on, so a pool opened at once here would
+/// hand the API, which runs on a runtime of its own, a connection whose answers wait for the
+/// scheduling runtime to poll for them; opened lazily, the API's connections are opened by
+/// its own requests, on its own runtime (docs/benchmarks.md, "The API's connections on its
+/// own runtime").
+pub fn beside(
+    url: &str,
+    password: Option<&str>,
+    max_connections: u32,
+    returning: bool,
+) -> Result<Db, StoreError> {
+    let pool = pool_options(max_connections).connect_lazy_with(options(url, password)?);
+    Ok(Db::MySql { pool, returning })
+}
+
+fn options(url: &str, password: Option<&str>) -> Result<MySqlConnectOptions, StoreError> {
+    let url = url
+        .strip_prefix("mariadb://")
+        .map(|rest| format!("mysql://{rest}"))
+        .unwrap_or_else(|| url.to_string());
+    let options = MySqlConnectOptions::from_str(&url)?.timezone(Some("+00:00".into()));
+    Ok(match password {
+        Some(p) => options.password(p),
+        None => options,
+    })
+}
+
+fn pool_options(max_connections: u32) -> MySqlPoolOptions {
+    MySqlPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
 }
 
 /// Applies the pending migrations while holding [`MIGRATION_LOCK`] on one connection: the
