@@ -63,7 +63,8 @@ mysql_cli "$db" -e "
 # say), to price one part of it; WRITE_COST_MODES: the modes to run (all by default);
 # WRITE_COST_TRACES: `random` (default, 32 random hex digits) or `timed` (the fire's Unix
 # second in the first 8 hex digits, then 24 random ones), to price where in `uk_trace_id`
-# each new row goes.
+# each new row goes; WRITE_COST_FIRE_BATCH and WRITE_COST_RESULT_BATCH: fires per claim
+# transaction (default 50, the fire path's) and results per transaction (default 256).
 if [ -n "${WRITE_COST_SQL:-}" ]; then
     mysql_cli "$db" -e "$WRITE_COST_SQL"
 fi
@@ -74,6 +75,8 @@ for round in $(seq 1 "$rounds"); do
     for mode in ${WRITE_COST_MODES:-today joined before running side-table once}; do
         mysql_cli "$db" -e "TRUNCATE job_execution; TRUNCATE job_fire; TRUNCATE execution_plan"
         WRITE_COST_TRACES="${WRITE_COST_TRACES:-random}" \
+            WRITE_COST_FIRE_BATCH="${WRITE_COST_FIRE_BATCH:-50}" \
+            WRITE_COST_RESULT_BATCH="${WRITE_COST_RESULT_BATCH:-256}" \
             "$VENV/bin/python" - "$db" "$mode" "$rate" "$seconds" "$round" <<'EOF'
 import os, subprocess, sys, time, uuid
 
@@ -101,6 +104,8 @@ def listed(n):
 
 
 IDS = {}
+FIRE_BATCH = int(os.environ["WRITE_COST_FIRE_BATCH"])
+RESULT_BATCH = int(os.environ["WRITE_COST_RESULT_BATCH"])
 
 
 def compare_and_set(traces, status, values, due):
@@ -157,9 +162,10 @@ for second in range(seconds):
     else:
         batch = [(f"job-{j:05d}", uuid.uuid4().hex) for j in range(rate)]
     batch = [(job, trace, f"{job}:{int(fire * 1000)}:0-0") for job, trace in batch]
-    # Ahead of the instant: the claims (and the PENDING or planned rows), 50 fires a transaction.
-    for i in range(0, rate, 50):
-        chunk = batch[i:i + 50]
+    # Ahead of the instant: the claims (and the PENDING or planned rows), FIRE_BATCH fires a
+    # transaction.
+    for i in range(0, rate, FIRE_BATCH):
+        chunk = batch[i:i + FIRE_BATCH]
         if mode == "once":
             cur.execute(
                 "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at, plan) VALUES " + marks(len(chunk), 5),
@@ -182,9 +188,9 @@ for second in range(seconds):
                 "INSERT INTO execution_plan (execution_id, trace_id, job_name, fire_time, scheduler_instance, executor_instance, shard_start, shard_end, shard_count, trigger_time, due_time) VALUES " + marks(len(chunk), 11),
                 [v for job, trace, eid in chunk for v in (eid, trace, job, at(fire), me, executor, 0, 0, 1, at(fire - 1.5), at(fire))])
         conn.commit()
-    # After the calls: the results, 256 a transaction.
-    for i in range(0, rate, 256):
-        chunk = batch[i:i + 256]
+    # After the calls: the results, RESULT_BATCH a transaction.
+    for i in range(0, rate, RESULT_BATCH):
+        chunk = batch[i:i + RESULT_BATCH]
         traces = [t for _, t, _ in chunk]
         if mode == "running":
             compare_and_set(traces, "RUNNING", {"start_time": at(fire)}, at(fire))
