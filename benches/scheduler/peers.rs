@@ -135,7 +135,8 @@ async fn xxl_run(State(x): State<XxlExecutor>, body: axum::Json<Value>) -> axum:
 struct Ratchjob {
     child: Child,
     api: String,
-    _dir: tempfile::TempDir,
+    /// Its data and its log (`ratchjob.log`).
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Ratchjob {
@@ -167,7 +168,7 @@ async fn start_ratchjob() -> Ratchjob {
     let rj = Ratchjob {
         child,
         api: format!("http://127.0.0.1:{port}"),
-        _dir: dir,
+        dir,
     };
     let client = reqwest::Client::new();
     for _ in 0..300 {
@@ -297,6 +298,19 @@ pub async fn ratchjob(a: &Args) {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let stats = DelayStats::of(&calls.lock().unwrap(), from, to);
     print_row(a, "ratchjob", &stats, (cpu1 - cpu0) / a.seconds as f64, rss);
+    if stats.executions == 0 {
+        // Seen once in a `bench.sh` round: jobs created, nothing called. What ratchjob said
+        // (it logs errors only) and what reached the executors goes with the row.
+        let received = calls.lock().unwrap().len();
+        println!(
+            "ratchjob delivered nothing in the window ({received} calls received in all); its log:"
+        );
+        let log = std::fs::read_to_string(rj.dir.path().join("ratchjob.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        for line in &lines[lines.len().saturating_sub(20)..] {
+            println!("  {line}");
+        }
+    }
     println!(
         "executor (this process) CPU: {:.2} cores",
         (exec1 - exec0) / a.seconds as f64
