@@ -18,7 +18,9 @@ pub struct DatabaseSettings {
     /// Overrides the password of a MySQL URL, so the URL itself can stay secret-free.
     pub password: Option<Secret>,
     pub password_file: Option<PathBuf>,
-    /// Connections of the scheduling path (fires, results, compensation, retention).
+    /// Connections of the scheduling path (fires, results, compensation, retention). Five by
+    /// default: more transactions at once cost MariaDB more than they bring, and slow every
+    /// other reader of the database (docs/benchmarks.md, "Five connections for the fire path").
     pub max_connections: NonZeroU32,
     /// Connections of the API, a pool of its own: an operator's reads and edits never queue
     /// behind the fire path when it saturates. On SQLite these are read-only connections for
@@ -32,7 +34,7 @@ impl Default for DatabaseSettings {
             url: Secret::new("sqlite://data/jobflow.db"),
             password: None,
             password_file: None,
-            max_connections: NonZeroU32::new(10).expect("positive"),
+            max_connections: NonZeroU32::new(5).expect("positive"),
             api_connections: NonZeroU32::new(4).expect("positive"),
         }
     }
