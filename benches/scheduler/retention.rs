@@ -467,12 +467,15 @@ fn phase_stats(windows: &[Window], phase: Phase) -> DelayStats {
         doubled: 0,
         delays: Vec::new(),
         per_instant: Vec::new(),
+        per_instant_delays: Vec::new(),
     };
     for w in windows.iter().filter(|w| w.phase == phase) {
         all.executions += w.stats.executions;
         all.doubled += w.stats.doubled;
         all.delays.extend_from_slice(&w.stats.delays);
         all.per_instant.extend_from_slice(&w.stats.per_instant);
+        all.per_instant_delays
+            .extend_from_slice(&w.stats.per_instant_delays);
     }
     all.delays.sort_by(|x, y| x.partial_cmp(y).unwrap());
     all

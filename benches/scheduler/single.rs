@@ -142,6 +142,10 @@ pub async fn precision(a: &Args) {
         let counts: Vec<String> = stats.per_instant.iter().map(ToString::to_string).collect();
         println!("delivered per instant of the window: {}", counts.join(", "));
     }
+    println!(
+        "delay per instant of the window, p50/max ms: {}",
+        stats.per_instant_line()
+    );
     if let (Some(c0), Some(c1)) = (&counters0, &counters1) {
         let mut parts: Vec<String> = c1
             .iter()

@@ -573,20 +573,30 @@ pub struct DelayStats {
     /// Distinct executions delivered for each whole-second instant of the window, in order:
     /// where in it the fires not delivered were.
     pub per_instant: Vec<usize>,
+    /// The delays of the calls of each whole-second instant of the window, sorted: when in
+    /// it the tail was.
+    pub per_instant_delays: Vec<Vec<f64>>,
 }
 
 impl DelayStats {
     pub fn of(calls: &[Call], from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
         let mut per_execution: HashMap<(&str, DateTime<Utc>, u32), usize> = HashMap::new();
         let mut delays = Vec::new();
+        let instants = (to - from).num_seconds().max(0) as usize;
+        let mut per_instant_delays = vec![Vec::new(); instants];
         for c in calls.iter().filter(|c| c.fire >= from && c.fire < to) {
             *per_execution
                 .entry((c.job.as_str(), c.fire, c.shard_start))
                 .or_default() += 1;
-            delays.push((c.received - c.fire).num_microseconds().unwrap() as f64 / 1000.0);
+            let delay = (c.received - c.fire).num_microseconds().unwrap() as f64 / 1000.0;
+            delays.push(delay);
+            per_instant_delays[(c.fire - from).num_seconds() as usize].push(delay);
         }
         delays.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        let mut per_instant = vec![0; (to - from).num_seconds().max(0) as usize];
+        for d in &mut per_instant_delays {
+            d.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        }
+        let mut per_instant = vec![0; instants];
         for (_, fire, _) in per_execution.keys() {
             per_instant[(*fire - from).num_seconds() as usize] += 1;
         }
@@ -595,7 +605,21 @@ impl DelayStats {
             doubled: per_execution.values().filter(|n| **n > 1).count(),
             delays,
             per_instant,
+            per_instant_delays,
         }
+    }
+
+    /// "p50/max" of each instant's delays in ms, in order.
+    pub fn per_instant_line(&self) -> String {
+        let each: Vec<String> = self
+            .per_instant_delays
+            .iter()
+            .map(|d| {
+                let max = d.last().copied().unwrap_or(f64::NAN);
+                format!("{:.0}/{max:.0}", percentile(d, 0.5))
+            })
+            .collect();
+        each.join(" ")
     }
 
     pub fn p(&self, p: f64) -> f64 {
