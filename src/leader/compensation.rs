@@ -228,7 +228,7 @@ impl Compensator {
                 .pending_before(now - lease / 2, cursor, PAGE)
                 .await?;
             let Some(last) = page.last() else { break };
-            cursor = Some(position(last, |e| e.due_time));
+            cursor = Some(position(last, |e| e.trigger_time));
             let full = page.len() == PAGE as usize;
             for exec in page.into_iter().filter_map(Result::ok) {
                 let still_held = exec.due_time > expired

@@ -139,11 +139,13 @@ impl ExecutionStore for SqlStore {
         after: Cursor,
         limit: u32,
     ) -> Result<Vec<Swept>, StoreError> {
-        // Along (status, due_time); InnoDB appends the id to that index.
+        // Along (status, trigger_time), InnoDB appending the id; the due time is filtered on
+        // the way. A row is written at or before its due time and its due time only moves
+        // later, so a row due before the bound was triggered before it too.
         let mut q =
-            Sql::new("SELECT * FROM job_execution WHERE status = 'PENDING' AND due_time < ");
-        q.bind(due_before);
-        self.sweep(q, "due_time", after, limit).await
+            Sql::new("SELECT * FROM job_execution WHERE status = 'PENDING' AND trigger_time < ");
+        q.bind(due_before).push(" AND due_time < ").bind(due_before);
+        self.sweep(q, "trigger_time", after, limit).await
     }
 
     async fn running_before(

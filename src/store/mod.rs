@@ -516,7 +516,8 @@ pub trait ExecutionStore: Send + Sync {
     async fn transitions(&self, batch: &[(String, Transition)])
     -> Result<Vec<Applied>, StoreError>;
     /// PENDING rows whose `due_time` is before `due_before` (their holder's lease ran out),
-    /// oldest first, continuing after `after` (keyset paging over `(due_time, id)`).
+    /// in the order they were triggered, continuing after `after` (keyset paging over
+    /// `(trigger_time, id)`).
     async fn pending_before(
         &self,
         due_before: DateTime<Utc>,

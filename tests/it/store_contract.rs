@@ -933,8 +933,8 @@ async fn a_failure_and_its_retry_are_written_together(backend: Backend) {
     assert_eq!(history.total, 2, "one failure, one retry");
 }
 
-/// Compensation reads stale rows in keyset pages: every row due before the bound once,
-/// oldest first.
+/// Compensation reads stale rows in keyset pages: every row due before the bound once, in
+/// the order they were triggered.
 async fn stale_rows_are_paged_by_key(backend: Backend) {
     let (_db, s) = open(backend).await;
     let base = Utc.with_ymd_and_hms(2024, 5, 1, 6, 0, 0).unwrap();
@@ -966,7 +966,7 @@ async fn stale_rows_are_paged_by_key(backend: Backend) {
             .unwrap();
         let page: Vec<Execution> = page.into_iter().map(Result::unwrap).collect();
         let Some(last) = page.last() else { break };
-        cursor = Some((last.due_time, last.id));
+        cursor = Some((last.trigger_time, last.id));
         seen.extend(page.into_iter().map(|e| e.job_name));
     }
     assert_eq!(seen, ["j0", "j1", "j2", "j3", "j4"]);
