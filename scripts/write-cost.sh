@@ -64,7 +64,8 @@ mysql_cli "$db" -e "
 # WRITE_COST_TRACES: `random` (default, 32 random hex digits) or `timed` (the fire's Unix
 # second in the first 8 hex digits, then 24 random ones), to price where in `uk_trace_id`
 # each new row goes; WRITE_COST_FIRE_BATCH and WRITE_COST_RESULT_BATCH: fires per claim
-# transaction (default 50, the fire path's) and results per transaction (default 256).
+# transaction (default 50, the fire path's) and results per transaction (default 256);
+# WRITE_COST_CLAIMS=0: every mode but `once` leaves the fire's claim out.
 if [ -n "${WRITE_COST_SQL:-}" ]; then
     mysql_cli "$db" -e "$WRITE_COST_SQL"
 fi
@@ -77,6 +78,7 @@ for round in $(seq 1 "$rounds"); do
         WRITE_COST_TRACES="${WRITE_COST_TRACES:-random}" \
             WRITE_COST_FIRE_BATCH="${WRITE_COST_FIRE_BATCH:-50}" \
             WRITE_COST_RESULT_BATCH="${WRITE_COST_RESULT_BATCH:-256}" \
+            WRITE_COST_CLAIMS="${WRITE_COST_CLAIMS:-1}" \
             "$VENV/bin/python" - "$db" "$mode" "$rate" "$seconds" "$round" <<'EOF'
 import os, subprocess, sys, time, uuid
 
@@ -106,6 +108,7 @@ def listed(n):
 IDS = {}
 FIRE_BATCH = int(os.environ["WRITE_COST_FIRE_BATCH"])
 RESULT_BATCH = int(os.environ["WRITE_COST_RESULT_BATCH"])
+CLAIMS = os.environ["WRITE_COST_CLAIMS"] != "0"
 
 
 def compare_and_set(traces, status, values, due):
@@ -170,7 +173,7 @@ for second in range(seconds):
             cur.execute(
                 "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at, plan) VALUES " + marks(len(chunk), 5),
                 [v for job, trace, _ in chunk for v in (job, at(fire), me, at(fire - 1.5), f"{trace} 0-0/1 {executor}")])
-        else:
+        elif CLAIMS:
             cur.execute(
                 "INSERT INTO job_fire (job_name, fire_time, scheduler_instance, created_at) VALUES " + marks(len(chunk), 4),
                 [v for job, _, _ in chunk for v in (job, at(fire), me, at(fire - 1.5))])
